@@ -1,0 +1,1 @@
+"""Thin Typer commands over the library; one module per command group."""

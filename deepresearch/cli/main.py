@@ -1,0 +1,99 @@
+"""The `deepresearch` command: global options, command groups, and the one place errors
+become output (`Error: <message>` on stderr, exit 1; usage errors exit 2).
+
+Only typer and the standard library are imported here: torch and llama_cpp load inside
+the commands that need them, so `--help` and `--version` stay fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+
+from deepresearch import __version__
+
+RAISE_ENV = "DEEPRESEARCH_RAISE_ERRORS"
+
+
+class _ErrorTranslatingGroup(typer.core.TyperGroup):
+    """Root group: every DeepResearchError raised below it is shown as one clean line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from deepresearch.errors import DeepResearchError
+
+        try:
+            return super().invoke(ctx)
+        except DeepResearchError as exc:
+            if os.environ.get(RAISE_ENV):
+                raise
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            if os.environ.get(RAISE_ENV):
+                raise
+            typer.echo("Error: interrupted", err=True)
+            raise typer.Exit(130) from None
+
+
+app = typer.Typer(
+    cls=_ErrorTranslatingGroup,
+    help="Local-first deep research: plan, search offline sources, extract facts into a "
+    "long-term knowledge base, and write cited reports.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"deepresearch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    home: Optional[Path] = typer.Option(
+        None, "--home", help="Workspace folder (default: $DEEPRESEARCH_HOME, else ./memory).", show_default=False
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="YAML config file (default: $DEEPRESEARCH_CONFIG, else <home>/config.yaml)."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show debug logging on stderr."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    """Local-first deep research with a long-term knowledge base."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _register() -> None:
+    from deepresearch.cli import corpus, doctor, kb, models, research
+
+    app.command("doctor")(doctor.doctor)
+    app.add_typer(kb.app, name="kb")
+    app.add_typer(corpus.app, name="corpus")
+    app.add_typer(corpus.cache_app, name="cache")
+    app.add_typer(models.app, name="models")
+    app.command("ask")(models.ask)
+    app.command("extract")(models.extract)
+    app.command("research")(research.research)
+    app.add_typer(research.runs_app, name="runs")
+
+
+_register()
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

