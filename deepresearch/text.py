@@ -1,0 +1,92 @@
+"""Plain-text helpers shared by extraction, summaries, chunking and search (no model needed)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Sentence ends: Latin punctuation followed by space/end, or CJK full-width punctuation.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff])|(?<=[。！？；])")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "dr.", "prof.", "inc.", "ltd.", "co.", "u.s.", "fig.", "no.", "st.", "jr.", "sr.")
+_WORD = re.compile(r"[\w][\w\-.']*[\w]|[\w]", re.UNICODE)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*%?")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+
+STOPWORDS = frozenset(
+    """a an the and or but if then else of in on at to for from by with without about into over under
+    is are was were be been being am do does did has have had having it its this that these those there
+    here as not no yes can could should would will shall may might must than so such very also just
+    what which who whom whose when where why how i you he she we they them his her our their your my me us
+    more most less least other some any all each both few many much one own same only""".split()
+)
+
+
+def normalize_space(text: str) -> str:
+    """Collapse runs of whitespace to single spaces and strip the ends."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences (Latin and CJK punctuation), keeping common abbreviations intact."""
+    out: list[str] = []
+    for paragraph in re.split(r"\n\s*\n|\r\n\s*\r\n", text):
+        paragraph = normalize_space(paragraph)
+        if not paragraph:
+            continue
+        pieces = _SENTENCE_END.split(paragraph)
+        buffer = ""
+        for piece in pieces:
+            piece = piece.strip()
+            if not piece:
+                continue
+            buffer = f"{buffer} {piece}".strip() if buffer else piece
+            if not buffer.lower().endswith(_ABBREVIATIONS):
+                out.append(buffer)
+                buffer = ""
+        if buffer:
+            out.append(buffer)
+    return out
+
+
+def has_cjk(text: str) -> bool:
+    """True if the text contains Chinese, Japanese or Korean characters."""
+    return bool(_CJK.search(text))
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK text contributes character bigrams (no spaces to split on)."""
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    tokens = [w.strip(".'-") for w in _WORD.findall(lowered)]
+    out: list[str] = []
+    for token in tokens:
+        if not token:
+            continue
+        for run in _CJK_RUN.findall(token):
+            if has_cjk(run):
+                out.extend(a + b for a, b in zip(run, run[1:]))
+                if len(run) == 1:
+                    out.append(run)
+            elif run.strip(".'-"):
+                out.append(run.strip(".'-"))
+    return out
+
+
+def content_words(text: str) -> list[str]:
+    """Word tokens without stopwords (the words that carry a claim)."""
+    return [w for w in words(text) if w not in STOPWORDS]
+
+
+def numbers(text: str) -> set[str]:
+    """Numbers as written (commas dropped), e.g. {'2023', '40%', '1.5'}."""
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut `text` to at most `limit` characters at a word boundary, with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,;:") + "…"
