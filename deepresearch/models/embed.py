@@ -86,8 +86,14 @@ class SentenceTransformerEmbedder(Embedder):
                 )
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            # Library progress bars would interleave with the CLI's own output.
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             try:
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
 
                 self._model = SentenceTransformer(str(path), device="cpu")
             except Exception as exc:
