@@ -54,3 +54,29 @@ def test_doctor_missing_model_file_names_the_fix(home):
     llm = next(c for c in report["checks"] if c["name"] == "llm")
     assert result.exit_code == 1
     assert not llm["ok"] and "model file not found: /nonexistent/model.gguf" in llm["detail"]
+
+
+def _can_unshare_network() -> bool:
+    import shutil
+    import subprocess
+
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_unshare_network(), reason="needs `unshare -n` (root or user namespaces)")
+def test_doctor_passes_in_a_process_without_network(home):
+    """The real CLI in a network namespace with no interfaces up: every check still passes."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        ["unshare", "-n", sys.executable, "-m", "deepresearch", "--home", str(home), "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
