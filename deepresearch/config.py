@@ -142,6 +142,10 @@ class ResearchConfig(_Section):
     budget_seconds: float | None = Field(None, gt=0, description="Stop searching after this many seconds; null = none.")
     facts_per_source: int = Field(5, ge=1, description="Facts extracted per source at most.")
     kb_write: bool = Field(True, description="Store extracted facts in the knowledge base.")
+    max_tokens: int = Field(256, ge=16, description="Cap on tokens the model generates per research step.")
+    kb_cover_similarity: float = Field(
+        0.75, ge=0, le=1, description="A query whose best fresh KB fact is this similar is not searched again."
+    )
 
 
 class Config(_Section):

@@ -38,6 +38,45 @@ MIGRATIONS: list[Migration] = [
     # --- knowledge base (deepresearch/kb) ---
     # --- local corpus (deepresearch/search) ---
     # --- research runs (deepresearch/research) ---
+    Migration(
+        "m301_research_runs",
+        """
+        create table research_runs (
+            id text primary key,
+            topic text not null,
+            status text not null default 'running',
+            step text not null,
+            loop integer not null default 0,
+            options_json text not null,
+            state_json text not null,
+            stop_reason text,
+            report text,
+            report_path text,
+            created_at real not null,
+            updated_at real not null,
+            finished_at real
+        );
+        create index research_runs_created on research_runs (created_at);
+        create table research_steps (
+            run_id text not null references research_runs (id) on delete cascade,
+            seq integer not null,
+            loop integer not null,
+            step text not null,
+            info_json text not null,
+            seconds real not null,
+            finished_at real not null,
+            primary key (run_id, seq)
+        );
+        create table research_cache_facts (
+            cache_key text not null,
+            fact_id text not null,
+            run_id text not null default '',
+            created_at real not null,
+            primary key (cache_key, fact_id)
+        );
+        create index research_cache_facts_fact on research_cache_facts (fact_id);
+        """,
+    ),
 ]
 
 

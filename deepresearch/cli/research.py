@@ -2,11 +2,193 @@
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
 import typer
+
+from deepresearch.cli.common import echo_json, is_tty, open_workspace, status
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
 
 
-def research(question: str = typer.Argument(..., help="The research question.")) -> None:
+class Fresh(str, Enum):
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+class Lifecycle(str, Enum):
+    off = "off"
+    inform = "inform"
+    freshness = "freshness"
+    lifecycle = "lifecycle"
+
+
+class Backend(str, Enum):
+    corpus = "corpus"
+    zim = "zim"
+    searxng = "searxng"
+
+
+def _render(event: str, **info: Any) -> str | None:
+    """One progress line per step event (None for events that have no line)."""
+    loop = f"[loop {info.get('loop', 0) + (0 if event == 'reflect' else 1)}]"
+    if event == "recall":
+        note = f" — {info['note']}" if info.get("note") else ""
+        return f"{loop} recall: {info['known']} known facts{note}"
+    if event == "plan":
+        return f"{loop} plan ({info['method']}): " + (" | ".join(info["queries"]) or "nothing to search")
+    if event == "search":
+        if info.get("skipped"):
+            return f'{loop} search "{info["query"]}": skipped ({info["skipped"]})'
+        return (
+            f'{loop} search "{info["query"]}": {info["hits"]} hits, {info["new"]} new, cache {info["cache"]}'
+        )
+    if event == "summarize":
+        return f'{loop} summarize "{info["query"]}": {info["sentences"]} sentences ({info["method"]})'
+    if event == "extract":
+        return (
+            f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new ({info['method']})"
+        )
+    if event == "reflect":
+        nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
+        return f"{loop} reflect: {info['new_facts']} new facts, {info['new_sources']} new sources; {nxt}"
+    if event == "report":
+        return f"report: {info['citations']} citations, {info['sources']} sources, {info['invalid']} invalid dropped"
+    return None
+
+
+def _progress(event: str, **info: Any) -> None:
+    """Progress on stderr: a line per step; a live status line on a terminal while the model works."""
+    if event == "model":
+        if is_tty():
+            typer.echo(f"\r\033[K… model: {info['what']}", err=True, nl=False)
+        return
+    line = _render(event, **info)
+    if line:
+        status(("\r\033[K" if is_tty() else "") + line)
+
+
+def research(
+    ctx: typer.Context,
+    question: Optional[str] = typer.Argument(None, help="The research question (omit with --resume)."),
+    loops: Optional[int] = typer.Option(None, "--loops", min=1, help="Reflection loops at most."),
+    queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Search queries per loop at most."),
+    fresh: Optional[Fresh] = typer.Option(
+        None, "--fresh", help="Freshness level: max age of facts that count as known."
+    ),
+    lifecycle: Optional[Lifecycle] = typer.Option(
+        None, "--lifecycle", help="How recalled facts are filtered and worded."
+    ),
+    backend: Optional[Backend] = typer.Option(None, "--backend", help="Search backend."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
+    no_kb_write: bool = typer.Option(False, "--no-kb-write", help="Do not store extracted facts in the KB."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.001, help="Stop searching after SECONDS."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the Markdown report to FILE."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue the killed run RUN_ID."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of the report."),
+) -> None:
     """Research a question: recall, plan, search, summarize, extract, reflect, report."""
-    raise NotImplementedError
+    from deepresearch.errors import InputError
+    from deepresearch.research.loop import options_from_config, run_research
+
+    if not resume and not (question or "").strip():
+        raise InputError("give a research question, or --resume RUN_ID to continue a run")
+    ws = open_workspace(ctx)
+    try:
+        options = (
+            None
+            if resume
+            else options_from_config(
+                ws,
+                loops=loops,
+                queries=queries,
+                fresh=fresh and fresh.value,
+                lifecycle=lifecycle and lifecycle.value,
+                backend=backend and backend.value,
+                use_cache=False if no_cache else None,
+                kb_write=False if no_kb_write else None,
+                budget=budget,
+            )
+        )
+        result = run_research(ws, question, options, resume=resume, progress=_progress, out=out)
+    finally:
+        ws.close()
+    if as_json:
+        echo_json(result)
+    else:
+        typer.echo(result.report)
+    status(f"report saved: {result.report_path} (run {result.run_id})")
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    limit: int = typer.Option(20, "--limit", min=1, help="Runs to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List saved research runs, newest first."""
+    from deepresearch.research.runs import RunStore
+
+    ws = open_workspace(ctx)
+    try:
+        _print_runs(RunStore(ws.db).list(limit), as_json)
+    finally:
+        ws.close()
+
+
+@runs_app.command("search")
+def runs_search(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="Words that must all appear in the topic or report."),
+    limit: int = typer.Option(20, "--limit", min=1, help="Runs to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Find saved runs whose question or report contains TEXT."""
+    from deepresearch.research.runs import RunStore
+
+    ws = open_workspace(ctx)
+    try:
+        _print_runs(RunStore(ws.db).search(text, limit), as_json)
+    finally:
+        ws.close()
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run, its steps and report as JSON."),
+) -> None:
+    """Show one run's report (or, with --json, its steps, counters and report)."""
+    from deepresearch.research.runs import RunStore
+
+    ws = open_workspace(ctx)
+    try:
+        record = RunStore(ws.db).get(run_id)
+    finally:
+        ws.close()
+    if as_json:
+        echo_json(record)
+    elif record.report:
+        typer.echo(record.report)
+    else:
+        typer.echo(
+            f"run {record.id} stopped before its report (step {record.step}); "
+            f"continue it with `deepresearch research --resume {record.id}`"
+        )
+
+
+def _print_runs(records: list[Any], as_json: bool) -> None:
+    import time
+
+    if as_json:
+        echo_json(records)
+        return
+    if not records:
+        status("no runs")
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        typer.echo(f"{r.id}  {when}  {r.status:<7}  {(r.stop_reason or r.step):<13}  {r.topic}")

@@ -1,0 +1,140 @@
+"""Prompt templates of the research loop (named slots) and the JSON schemas they ask for.
+
+Sources appear in prompts under short ids ([S1], [K1]) instead of long URLs: fewer
+tokens, and a small model cannot garble a URL it never sees. The ids are mapped back to
+the real URLs in stored facts and in the report.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from deepresearch.research.state import Known
+
+PLAN_SYSTEM = "You plan search queries for a research question. Answer with JSON only."
+
+PLAN_USER = """Research question: {topic}
+
+What the knowledge base already knows:
+{known}
+{mode_note}
+
+Write at most {n} short search queries that:
+- do not repeat what the fresh known facts already cover,
+- re-check stale facts and fast-changing ones (market_data, product_info),
+- cover aspects of the question the known facts miss,
+- cross-check facts that contradict each other.
+Answer as JSON: {{"rationale": "one sentence", "queries": ["query", ...]}}"""
+
+MODE_NOTE_OFF = "Do not search these again."
+MODE_NOTE_AGED = "Older facts may be outdated — prefer re-checking them."
+NO_KNOWN = "(nothing yet)"
+
+PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "rationale": {"type": "string"},
+        "queries": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["rationale", "queries"],
+}
+
+SUMMARY_SYSTEM = "You summarize evidence faithfully and cite every claim with its source id."
+
+SUMMARY_USER = """Question: {query}
+
+Evidence:
+{evidence}
+
+Summarize in at most {n} sentences what the evidence says about the question. Use only the
+evidence. End every sentence with the id of its source in brackets, e.g. [S1]."""
+
+REFLECT_SYSTEM = "You review research progress. Answer with JSON only."
+
+REFLECT_USER = """Research question: {topic}
+
+Queries already searched: {done}
+
+Findings so far:
+{findings}
+
+Is this enough to answer the question? If not, name the knowledge gap and up to {n} new
+search queries that differ from the ones already searched.
+Answer as JSON: {{"sufficient": true|false, "knowledge_gap": "…", "follow_up_queries": ["…"]}}"""
+
+REFLECT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "sufficient": {"type": "boolean"},
+        "knowledge_gap": {"type": "string"},
+        "follow_up_queries": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["sufficient", "knowledge_gap", "follow_up_queries"],
+}
+
+ANSWER_SYSTEM = "You answer research questions from cited evidence only."
+
+ANSWER_USER = """Question: {topic}
+
+Evidence:
+{evidence}
+
+Answer the question in at most {n} sentences using only the evidence. End every sentence
+with the id of its source in brackets, e.g. [S1]."""
+
+
+def short_source(url: str) -> str:
+    """A few tokens that name a source: the file name or the host, never the full URL."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("file", "zim"):
+        tail = parsed.path.rstrip("/").rsplit("/", 1)[-1]
+        return tail or url
+    return parsed.netloc or url[:40]
+
+
+def render_known(known: list[Known], mode: str, age_tag) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Known facts as planner lines ([K1] fact (category, confidence, age, source)) and the mode note."""
+    if not known:
+        return NO_KNOWN, ""
+    lines = []
+    for i, k in enumerate(known, 1):
+        parts = [k.category, f"confidence {k.confidence:.2f}"]
+        if mode != "off":  # mode `off` shows no age tags: facts are timeless there
+            parts.append(f"verified {age_tag(k.age_days)}")
+        if k.sources:
+            parts.append(f"source {short_source(k.sources[0])}")
+        lines.append(f"- [K{i}] {k.fact} ({', '.join(parts)})")
+    return "\n".join(lines), MODE_NOTE_OFF if mode == "off" else MODE_NOTE_AGED
+
+
+def plan_messages(topic: str, known_text: str, mode_note: str, n: int) -> list[dict[str, str]]:
+    """Messages for the planning step."""
+    user = PLAN_USER.format(topic=topic, known=known_text, mode_note=mode_note, n=n)
+    return [{"role": "system", "content": PLAN_SYSTEM}, {"role": "user", "content": user}]
+
+
+def evidence_lines(items: list[tuple[str, str]]) -> str:
+    """`[S1] sentence` lines from (short id, text) pairs."""
+    return "\n".join(f"[{sid}] {text}" for sid, text in items)
+
+
+def summary_messages(query: str, evidence: str, n: int) -> list[dict[str, str]]:
+    """Messages for rewriting one query's extractive summary."""
+    user = SUMMARY_USER.format(query=query, evidence=evidence, n=n)
+    return [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": user}]
+
+
+def reflect_messages(topic: str, done: list[str], findings: str, n: int) -> list[dict[str, str]]:
+    """Messages for the reflection step."""
+    user = REFLECT_USER.format(
+        topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n
+    )
+    return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": user}]
+
+
+def answer_messages(topic: str, evidence: str, n: int) -> list[dict[str, str]]:
+    """Messages for the report's short answer."""
+    user = ANSWER_USER.format(topic=topic, evidence=evidence, n=n)
+    return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": user}]

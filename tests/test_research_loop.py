@@ -1,0 +1,218 @@
+"""The research loop with the real KB, cache, extraction and SQLite; fake model and embedder."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from deepresearch.research.loop import run_research
+from deepresearch.research.runs import RunStore
+from deepresearch.research.state import RunOptions
+from tests.research_helpers import DOCS, ListBackend, RoutedChatModel, make_deps
+
+TOPIC = "How does SQLite WAL mode let readers and writers work together?"
+
+
+def _cited_numbers(report: str) -> set[int]:
+    body = report.split("## Sources")[0]
+    return {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+
+
+def _source_urls(report: str) -> dict[int, str]:
+    tail = report.split("## Sources")[1].split("\n---")[0]
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^(\d+)\. .*?(file://\S+)", tail, re.M)}
+
+
+def test_one_loop_runs_exactly_one_reflection_and_cites_retrieved_sources(workspace, fake_embedder):
+    deps = make_deps(
+        workspace,
+        fake_embedder,
+        RoutedChatModel(
+            reflect={"sufficient": False, "knowledge_gap": "x", "follow_up_queries": ["sqlite checkpoint"]}
+        ),
+    )
+    result = run_research(workspace, TOPIC, RunOptions(loops=1, queries=2), deps=deps)
+    state = RunStore(workspace.db).load_state(result.run_id)
+    assert len(state.reflections) == 1 and result.loops == 1
+    assert result.stop_reason == "max-loops"
+    assert result.fact_ids, "grounded facts were stored"
+    stored = [deps.kb.get(i) for i in result.fact_ids]
+    assert all(f.source_url in DOCS for f in stored)
+    numbers, urls = _cited_numbers(result.report), _source_urls(result.report)
+    assert numbers and numbers <= set(urls)
+    assert set(urls.values()) <= {s.url for s in state.sources}
+    assert result.report_stats["invalid_citations_removed"] == 0
+    assert (workspace.reports_dir / result.report_path.rsplit("/", 1)[-1]).read_text() == result.report
+    steps = [s["step"] for s in RunStore(workspace.db).get(result.run_id).steps]
+    assert steps == ["recall", "plan", "search", "summarize", "extract", "reflect", "report"]
+
+
+def test_a_loop_without_new_facts_stops_early(workspace, fake_embedder):
+    # Loop 2's follow-up finds only the WAL document again: no new source, no new fact.
+    model = RoutedChatModel(
+        plan={"rationale": "r", "queries": ["sqlite wal readers"]},
+        reflect={"sufficient": False, "knowledge_gap": "more", "follow_up_queries": ["wal readers writer"]},
+    )
+    backend = ListBackend({"file:///corpus/wal.md": DOCS["file:///corpus/wal.md"]})
+    result = run_research(
+        workspace,
+        TOPIC,
+        RunOptions(loops=4, queries=2),
+        deps=make_deps(workspace, fake_embedder, model, backend),
+    )
+    assert result.stop_reason == "no-progress"
+    assert result.loops == 2
+    assert backend.calls == ["sqlite wal readers", "wal readers writer"]
+
+
+def test_budget_stops_the_run_and_still_writes_a_report(workspace, fake_embedder):
+    model = RoutedChatModel(
+        reflect={"sufficient": False, "knowledge_gap": "more", "follow_up_queries": ["sqlite vector search"]},
+        reflect_delay=1.2,
+    )
+    result = run_research(
+        workspace, TOPIC, RunOptions(loops=5, budget=1.0), deps=make_deps(workspace, fake_embedder, model)
+    )
+    assert result.stop_reason == "budget"
+    assert result.loops == 1
+    assert "## Findings" in result.report and _cited_numbers(result.report)
+    assert RunStore(workspace.db).get(result.run_id).status == "done"
+
+
+def test_kb_first_second_topic_searches_less_and_sees_known_facts(workspace, fake_embedder, home, tmp_path):
+    from deepresearch.workspace import Workspace
+
+    first = ListBackend()
+    run_research(
+        workspace,
+        "What does SQLite WAL mode do for readers and writers?",
+        RunOptions(loops=1),
+        deps=make_deps(workspace, fake_embedder, backend=first),
+    )
+    topic_b = "SQLite WAL checkpoint pages"
+    model_b = RoutedChatModel()
+    warm = ListBackend()
+    result = run_research(
+        workspace, topic_b, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, model_b, warm)
+    )
+    cold_ws = Workspace.open(tmp_path / "cold")
+    cold = ListBackend()
+    try:
+        run_research(
+            cold_ws, topic_b, RunOptions(loops=1), deps=make_deps(cold_ws, fake_embedder, backend=cold)
+        )
+    finally:
+        cold_ws.close()
+    assert len(warm.calls) < len(cold.calls)
+    plan_prompt = model_b.prompts("plan search queries")[0]
+    assert "[K1]" in plan_prompt and "checkpoint" in plan_prompt.lower()
+    assert "Older facts may be outdated" in plan_prompt
+    assert result.known_facts > 0
+    assert "## From the knowledge base" in result.report
+
+
+def test_lifecycle_off_wording_has_no_age_tags(workspace, fake_embedder):
+    run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))
+    model = RoutedChatModel()
+    run_research(
+        workspace,
+        "SQLite FTS5 BM25 ranking",
+        RunOptions(loops=1, lifecycle="off"),
+        deps=make_deps(workspace, fake_embedder, model),
+    )
+    prompt = model.prompts("plan search queries")[0]
+    assert "Do not search these again." in prompt
+    assert "verified" not in prompt and "Older facts" not in prompt
+
+
+def test_model_answer_with_unknown_ids_is_cleaned_and_counted(workspace, fake_embedder):
+    answer = (
+        "SQLite WAL mode lets readers continue while a writer appends to the write-ahead log [S1] [S42]. "
+        "The moon is made of cheese [S1]."
+    )
+    result = run_research(
+        workspace,
+        TOPIC,
+        RunOptions(loops=1),
+        deps=make_deps(workspace, fake_embedder, RoutedChatModel(answer=answer)),
+    )
+    stats = result.report_stats
+    assert stats["answer_method"] == "llm"
+    assert stats["invalid_citations_removed"] == 1
+    assert "cheese" not in result.report  # ungrounded sentence dropped
+    assert "S42" not in result.report and "[S1]" not in result.report
+    assert _cited_numbers(result.report) <= set(_source_urls(result.report))
+
+
+def test_summary_rewrite_used_only_when_grounded(workspace, fake_embedder, tmp_path):
+    from deepresearch.workspace import Workspace
+
+    bad = "Readers are blocked by penguins forever [S1]."
+    result = run_research(
+        workspace,
+        "sqlite fts5 bm25",
+        RunOptions(loops=1, queries=1),
+        deps=make_deps(workspace, fake_embedder, RoutedChatModel(summary=bad)),
+    )
+    state = RunStore(workspace.db).load_state(result.run_id)
+    assert [s.method for s in state.summaries] == ["extractive"]
+    good = "SQLite WAL mode lets readers continue while a writer appends to the write-ahead log [S1]."
+    ws = Workspace.open(tmp_path / "other")
+    try:
+        result = run_research(
+            ws,
+            "sqlite wal readers writer",
+            RunOptions(loops=1, queries=1),
+            deps=make_deps(ws, fake_embedder, RoutedChatModel(summary=good)),
+        )
+        state = RunStore(ws.db).load_state(result.run_id)
+    finally:
+        ws.close()
+    assert [s.method for s in state.summaries] == ["llm"]
+    sid = state.summaries[0].sentences[0][1][0]
+    assert state.source_by_sid()[sid].url == "file:///corpus/wal.md"  # local id mapped back to the source
+
+
+def test_no_kb_write_stores_nothing(workspace, fake_embedder):
+    deps = make_deps(workspace, fake_embedder)
+    result = run_research(workspace, TOPIC, RunOptions(loops=1, kb_write=False), deps=deps)
+    assert result.fact_ids == [] and result.facts
+    assert deps.kb.query("SQLite WAL").hits == []
+
+
+def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedder):
+    class Boom(RoutedChatModel):
+        def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+            if "review research" in messages[0]["content"]:
+                raise KeyboardInterrupt  # the process dies during reflection
+            return super().complete(messages, schema, max_tokens, temperature)
+
+    backend = ListBackend()
+    with pytest.raises(KeyboardInterrupt):
+        run_research(
+            workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, Boom(), backend)
+        )
+    store = RunStore(workspace.db)
+    (run,) = store.list()
+    assert run.status == "running" and run.step == "reflect"
+    calls_before = list(backend.calls)
+    result = run_research(
+        workspace, resume=run.id[:12], deps=make_deps(workspace, fake_embedder, RoutedChatModel(), backend)
+    )
+    assert result.run_id == run.id and backend.calls == calls_before  # searches were not redone
+    steps = [s["step"] for s in store.get(run.id).steps]
+    assert steps == ["recall", "plan", "search", "summarize", "extract", "reflect", "report"]
+    assert store.get(run.id).status == "done"
+
+
+def test_runs_list_show_search(workspace, fake_embedder):
+    a = run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))
+    b = run_research(
+        workspace, "sqlite-vec 向量 search", RunOptions(loops=1), deps=make_deps(workspace, fake_embedder)
+    )
+    store = RunStore(workspace.db)
+    assert [r.id for r in store.list()] == [b.run_id, a.run_id]
+    assert [r.id for r in store.search("向量")] == [b.run_id]
+    assert [r.id for r in store.search("readers writers")] == [a.run_id]
+    assert store.get(a.run_id).report == a.report
