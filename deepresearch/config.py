@@ -115,12 +115,16 @@ class CorpusConfig(_Section):
     chunk_words: int = Field(180, ge=20, description="Target chunk size in words.")
     chunk_overlap: int = Field(30, ge=0, description="Words shared by neighbouring chunks.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant for hybrid retrieval.")
+    bm25_weight: float = Field(1.0, ge=0, description="Weight of the BM25 ranking in hybrid fusion.")
+    vector_weight: float = Field(1.0, ge=0, description="Weight of the vector ranking in hybrid fusion.")
+    mode: Literal["hybrid", "bm25", "vector"] = Field("hybrid", description="Default corpus retrieval mode.")
 
 
 class SearxngConfig(_Section):
     base_url: str = Field("http://127.0.0.1:8888", description="SearXNG instance URL.")
     timeout: float = Field(10.0, gt=0, description="Seconds to wait for one search.")
     max_retries: int = Field(3, ge=0, description="Retries on rate limits and transient errors.")
+    backoff_seconds: float = Field(1.0, ge=0, description="First retry delay; doubles per retry (Retry-After wins).")
 
 
 class ZimConfig(_Section):

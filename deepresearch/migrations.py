@@ -37,6 +37,43 @@ MIGRATIONS: list[Migration] = [
     ),
     # --- knowledge base (deepresearch/kb) ---
     # --- local corpus (deepresearch/search) ---
+    # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus on first
+    # ingest, because its dimension is the embedding model's, known only at run time.
+    Migration(
+        "m201_corpus",
+        """
+        create table corpus_sources (
+            id integer primary key,
+            path text not null unique,
+            kind text not null,
+            file_hash text,
+            spec text not null default '{}',
+            added_at real not null,
+            updated_at real not null
+        );
+        create table corpus_documents (
+            id integer primary key,
+            source_id integer not null references corpus_sources(id) on delete cascade,
+            doc_key text not null,
+            url text not null,
+            title text not null,
+            content_hash text not null,
+            unique (source_id, doc_key)
+        );
+        create index corpus_documents_hash on corpus_documents(content_hash);
+        create table corpus_chunks (
+            id integer primary key,
+            doc_id integer not null references corpus_documents(id) on delete cascade,
+            seq integer not null,
+            text text not null
+        );
+        create index corpus_chunks_doc on corpus_chunks(doc_id);
+        create virtual table corpus_fts using fts5(
+            title, body, content = '', contentless_delete = 1,
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        """,
+    ),
     # --- research runs (deepresearch/research) ---
     Migration(
         "m301_research_runs",

@@ -1,8 +1,232 @@
-"""`deepresearch corpus …` and `deepresearch cache …`: local documents and the search cache."""
+"""`deepresearch corpus …`, `deepresearch search` and `deepresearch cache …`: local documents,
+any search backend, and the search cache."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, List, Optional
+
 import typer
+
+from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
+
+MODE_HELP = "hybrid (BM25 + vector, default from config) | bm25 | vector"
+
+
+def _progress_line() -> Any:
+    """A progress callback drawing one self-updating line on stderr (only on a terminal)."""
+    if not is_tty():
+        return None
+
+    def show(event: Any) -> None:
+        width = 20
+        filled = int(width * event.files_done / event.files_total) if event.files_total else width
+        rate = event.chunks / event.seconds if event.seconds else 0.0
+        bar = "#" * filled + "-" * (width - filled)
+        typer.echo(
+            f"\r[{bar}] {event.files_done}/{event.files_total} files · {event.documents} docs ·"
+            f" {event.chunks} chunks · {rate:.1f} chunks/s ",
+            err=True,
+            nl=False,
+        )
+
+    return show
+
+
+def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[str, Any]) -> None:
+    if as_json:
+        echo_json({"query": query, **extra, "results": results})
+        return
+    if not results:
+        typer.echo(f"No results for {query!r}.")
+        return
+    for n, result in enumerate(results, start=1):
+        typer.echo(f"{n}. {result.title}  [{result.score:.4g}]")
+        typer.echo(f"   {result.url}")
+        if result.snippet:
+            typer.echo(f"   {result.snippet}")
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    paths: List[Path] = typer.Argument(
+        ..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl)."
+    ),
+    glob: Optional[str] = typer.Option(
+        None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'."
+    ),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="Tabular files: column with the text."),
+    title_col: Optional[str] = typer.Option(
+        None, "--title-col", help="Tabular files: column with the title."
+    ),
+    url_col: Optional[str] = typer.Option(
+        None, "--url-col", help="Tabular files: column with the source URL."
+    ),
+    id_col: Optional[str] = typer.Option(
+        None, "--id-col", help="Tabular files: column with a stable row id."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
+) -> None:
+    """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced)."""
+    from deepresearch.search.cache import SearchCache
+    from deepresearch.search.corpus import Corpus
+    from deepresearch.search.readers import TableSpec
+
+    ws = open_workspace(ctx)
+    corpus = Corpus.from_workspace(ws)
+    spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
+    report = corpus.add_paths(paths, table=spec, glob=glob, progress=_progress_line())
+    if is_tty():
+        typer.echo("", err=True)
+    if report.documents or report.removed_documents:
+        SearchCache.from_workspace(ws).evict_backend("corpus")  # cached corpus results are now stale
+    for message in report.errors:
+        typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
+    if as_json:
+        echo_json(report)
+    else:
+        rate = report.chunks / report.seconds if report.seconds and report.chunks else 0.0
+        typer.echo(
+            f"added {len(report.added)}, replaced {len(report.replaced)}, skipped {len(report.skipped)},"
+            f" failed {len(report.errors)} files; {report.documents} documents, {report.chunks} chunks"
+            f" in {report.seconds:.1f}s ({rate:.1f} chunks/s)"
+            + (f"; {report.duplicates} duplicate documents ignored" if report.duplicates else "")
+        )
+    ws.close()
+    if report.errors:
+        raise typer.Exit(1)
+
+
+@app.command("list")
+def list_sources(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """List ingested files with their document and chunk counts."""
+    from deepresearch.search.corpus import Corpus
+
+    ws = open_workspace(ctx)
+    sources = Corpus(ws.db, None, ws.config.search.corpus).sources()
+    ws.close()
+    if as_json:
+        echo_json(sources)
+        return
+    if not sources:
+        typer.echo("The corpus is empty — add documents with `deepresearch corpus add PATH`.")
+        return
+    for s in sources:
+        typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {s.path}")
+
+
+@app.command("search")
+def search_corpus(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="What to look for."),
+    count: int = typer.Option(5, "--count", "-n", min=1, help="Number of results."),
+    mode: Optional[str] = typer.Option(None, "--mode", help=MODE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Search the local corpus directly (no cache): best chunk of each matching document."""
+    from deepresearch.search.corpus import Corpus
+
+    ws = open_workspace(ctx)
+    corpus = Corpus.from_workspace(ws)
+    chosen = mode or ws.config.search.corpus.mode
+    if corpus.count_chunks() == 0 and not as_json:
+        warn("the corpus is empty — add documents with `deepresearch corpus add PATH`")
+    results = corpus.search(query, count, mode=chosen)
+    ws.close()
+    _render_results(results, query, as_json, {"backend": "corpus", "mode": chosen})
+
+
+@app.command("remove")
+def remove(
+    ctx: typer.Context,
+    paths: Optional[List[Path]] = typer.Argument(None, help="Ingested files to remove."),
+    all_sources: bool = typer.Option(False, "--all", help="Remove every document (and the chunk vectors)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Remove ingested files (their documents, chunks, index rows and vectors)."""
+    from deepresearch.errors import InputError
+    from deepresearch.search.cache import SearchCache
+    from deepresearch.search.corpus import Corpus
+
+    if not paths and not all_sources:
+        raise InputError("name the files to remove (see `deepresearch corpus list`) or pass --all")
+    ws = open_workspace(ctx)
+    removed = Corpus(ws.db, None, ws.config.search.corpus).remove(paths or [], all_sources=all_sources)
+    SearchCache.from_workspace(ws).evict_backend("corpus")
+    ws.close()
+    if as_json:
+        echo_json({"removed_documents": removed})
+    else:
+        typer.echo(f"removed {removed} documents")
+
+
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="What to look for."),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", "-b", help="corpus | zim | searxng (default: config)."
+    ),
+    count: Optional[int] = typer.Option(None, "--count", "-n", min=1, help="Results (default: config)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
+    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Search with the configured backend through the short-term cache."""
+    from deepresearch.search.backends import get_backend
+    from deepresearch.search.cache import SearchCache, cached_search
+
+    ws = open_workspace(ctx)
+    cfg = ws.config.search
+    engine = get_backend(backend or cfg.backend, ws)
+    cache = SearchCache.from_workspace(ws) if cfg.cache.enabled and not no_cache else None
+    results, hit, key = cached_search(engine, query, count or cfg.results_per_query, cache)
+    if cache is not None:
+        cache.close()
+    ws.close()
+    if hit and not as_json:
+        status(f"(from cache, key {key})")
+    _render_results(results, query, as_json, {"backend": engine.name, "cache_hit": hit, "cache_key": key})
+
+
+@cache_app.command("stats")
+def cache_stats(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """Show cache entries, size on disk, hits and misses."""
+    from deepresearch.search.cache import SearchCache
+
+    ws = open_workspace(ctx)
+    cache = SearchCache.from_workspace(ws)
+    stats = cache.stats()
+    cache.close()
+    if as_json:
+        echo_json(stats)
+        return
+    lookups = stats["hits"] + stats["misses"]
+    rate = f"{100 * stats['hits'] / lookups:.0f}%" if lookups else "n/a"
+    typer.echo(f"{stats['entries']} entries, {stats['bytes']} bytes in {stats['directory']}")
+    typer.echo(
+        f"hits {stats['hits']}, misses {stats['misses']} (hit rate {rate}); TTL {stats['ttl_seconds']:g}s"
+    )
+
+
+@cache_app.command("clear")
+def cache_clear(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """Delete every cached search result and reset the counters."""
+    from deepresearch.search.cache import SearchCache
+
+    ws = open_workspace(ctx)
+    cache = SearchCache.from_workspace(ws)
+    removed = cache.clear()
+    cache.close()
+    if as_json:
+        echo_json({"removed": removed})
+    else:
+        typer.echo(f"removed {removed} cached searches")

@@ -84,6 +84,7 @@ def _register() -> None:
     app.add_typer(kb.app, name="kb")
     app.add_typer(corpus.app, name="corpus")
     app.add_typer(corpus.cache_app, name="cache")
+    app.command("search")(corpus.search)
     app.add_typer(models.app, name="models")
     app.command("ask")(models.ask)
     app.command("extract")(models.extract)

@@ -1,0 +1,582 @@
+"""The local corpus: documents chunked into the workspace SQLite file with an FTS5 index and
+chunk embeddings (sqlite-vec); hybrid retrieval fuses BM25 and vector ranks (RRF).
+
+Ingestion is idempotent: an unchanged file is skipped, a changed file has only its changed
+documents replaced, identical content already stored elsewhere is not added twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from deepresearch.db import get_meta, set_meta, sqlite_errors, transaction
+from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, NotFound, SearchError
+from deepresearch.facts import text_hash
+from deepresearch.search.backends import SearchResult
+from deepresearch.search.readers import SUPPORTED, RawDocument, TableSpec, is_table, iter_table, read_file
+from deepresearch.text import STOPWORDS, has_cjk, split_sentences, truncate, words
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from deepresearch.config import CorpusConfig
+    from deepresearch.models.embed import Embedder
+    from deepresearch.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+MODES = ("hybrid", "bm25", "vector")
+META_MODEL = "corpus.embedding_model"
+META_DIM = "corpus.embedding_dim"
+ROW_BATCH = 256
+SNIPPET_CHARS = 300
+_CJK_CHUNK_UNIT = 2  # CJK characters per "word" when sizing chunks (no spaces to count)
+
+
+@dataclass
+class IngestReport:
+    """What one `add_paths` call did; `errors` holds one user-facing message per failed file."""
+
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    documents: int = 0
+    chunks: int = 0
+    removed_documents: int = 0
+    duplicates: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class IngestProgress:
+    """Progress of an ingest, passed to the optional callback after each batch and file."""
+
+    path: str
+    files_done: int
+    files_total: int
+    documents: int
+    chunks: int
+    seconds: float
+
+
+@dataclass
+class SourceInfo:
+    """One ingested file as listed by `corpus list`."""
+
+    path: str
+    kind: str
+    documents: int
+    chunks: int
+    updated_at: float
+
+
+def chunk_text(text: str, size: int, overlap: int) -> list[str]:
+    """Split text into windows of about `size` words sharing `overlap` words (CJK: 2 chars = 1 word)."""
+    import re
+
+    spans = [m.span() for m in re.finditer(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]{1,2}|\S+", text)]
+    if not spans:
+        return []
+    step = max(1, size - min(overlap, size - 1))
+    chunks = []
+    start = 0
+    while True:
+        end = min(len(spans), start + size)
+        chunks.append(text[spans[start][0] : spans[end - 1][1]].strip())
+        if end >= len(spans):
+            break
+        start += step
+    return chunks
+
+
+def fts_text(text: str) -> str:
+    """Text as indexed by FTS5: CJK runs become overlapping bigrams so 芯片 matches inside 芯片销量."""
+    return " ".join(words(text)) if has_cjk(text) else text
+
+
+def fts_query(query: str) -> str | None:
+    """An FTS5 MATCH expression OR-ing the query's content words, each quoted (no syntax injection)."""
+    seen: dict[str, None] = {}
+    for token in words(query):
+        if token not in STOPWORDS:
+            seen.setdefault(token, None)
+    if not seen:
+        return None
+    return " OR ".join('"' + token.replace('"', '""') + '"' for token in seen)
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _snippet(text: str, query: str) -> str:
+    """The sentence sharing most words with the query (plus what follows), cut to ~300 chars."""
+    wanted = set(words(query)) - STOPWORDS
+    sentences = split_sentences(text) or [text]
+    best = max(range(len(sentences)), key=lambda i: len(wanted & set(words(sentences[i]))))
+    return truncate(" ".join(sentences[best:]), SNIPPET_CHARS)
+
+
+class Corpus:
+    """Chunks, FTS5 and vectors of local documents in one SQLite connection."""
+
+    def __init__(self, conn: Any, embedder: Embedder | Callable[[], Embedder] | None, config: CorpusConfig):
+        self.conn = conn
+        self.config = config
+        self._embedder_arg = embedder
+        self._embedder: Embedder | None = None
+
+    @classmethod
+    def from_workspace(cls, ws: Workspace) -> Corpus:
+        """The workspace corpus; the embedding model loads only when vectors are needed."""
+        from deepresearch.models.embed import get_embedder
+
+        return cls(ws.db, lambda: get_embedder(ws.config.embedding), ws.config.search.corpus)
+
+    # --- embeddings ---------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder (resolved lazily from a zero-arg callable), or None for a BM25-only corpus."""
+        if self._embedder is None and self._embedder_arg is not None:
+            arg = self._embedder_arg
+            self._embedder = arg if hasattr(arg, "embed_batch") else arg()  # type: ignore[operator,assignment]
+        return self._embedder
+
+    @property
+    def vectors_enabled(self) -> bool:
+        """True when chunk vectors are written and searched (sqlite-vec loaded, embedder given)."""
+        return bool(getattr(self.conn, "vec_version", None)) and self._embedder_arg is not None
+
+    def _has_vec_table(self) -> bool:
+        row = self.conn.execute("select 1 from sqlite_master where name = 'corpus_vec'").fetchone()
+        return row is not None
+
+    def _check_model(self, embedder: Embedder) -> None:
+        stored = get_meta(self.conn, META_MODEL)
+        if stored is not None and stored != embedder.model_id:
+            raise DimensionMismatch(
+                f"the corpus was embedded with {stored!r} ({get_meta(self.conn, META_DIM)}-d) but the current"
+                f" embedding model is {embedder.model_id!r} — set embedding.model back, or rebuild the"
+                " corpus: `deepresearch corpus remove --all` then `corpus add` again"
+            )
+
+    def _ensure_vec_table(self, embedder: Embedder) -> None:
+        self._check_model(embedder)
+        if self._has_vec_table():
+            return
+        dim = int(embedder.dimension)
+        with transaction(self.conn):
+            self.conn.execute(
+                "create virtual table if not exists corpus_vec"
+                f" using vec0(embedding float[{dim}] distance_metric=cosine)"
+            )
+            set_meta(self.conn, META_MODEL, embedder.model_id)
+            set_meta(self.conn, META_DIM, str(dim))
+
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        if not texts or not self.vectors_enabled:
+            return None
+        embedder = self.embedder
+        assert embedder is not None
+        self._ensure_vec_table(embedder)
+        return embedder.embed_batch(texts)
+
+    # --- ingestion ----------------------------------------------------------------------------
+
+    def add_paths(
+        self,
+        paths: Iterable[Path | str],
+        *,
+        table: TableSpec | None = None,
+        glob: str | None = None,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """Ingest files and folders (folders: every supported file, or those matching `glob`)."""
+        report = IngestReport()
+        started = time.perf_counter()
+        files = self._expand(paths, glob, report)
+        for index, path in enumerate(files):
+            try:
+                with sqlite_errors("the workspace database"):
+                    self._add_one(path, table or TableSpec(), report, progress, index, len(files), started)
+            except InputError as exc:
+                report.errors.append(str(exc))
+            except DeepResearchError:
+                raise
+            except Exception as exc:  # one bad file must not stop the batch
+                log.debug("ingest of %s failed", path, exc_info=True)
+                report.errors.append(f"{path}: cannot ingest ({type(exc).__name__}: {exc})")
+            if progress:
+                progress(
+                    IngestProgress(
+                        str(path),
+                        index + 1,
+                        len(files),
+                        report.documents,
+                        report.chunks,
+                        time.perf_counter() - started,
+                    )
+                )
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _expand(self, paths: Iterable[Path | str], glob: str | None, report: IngestReport) -> list[Path]:
+        files: list[Path] = []
+        for raw in paths:
+            path = Path(raw).expanduser().absolute()
+            if path.is_dir():
+                pattern = glob or "**/*"
+                found = sorted(
+                    p
+                    for p in path.glob(pattern)
+                    if p.is_file() and (glob or p.suffix.lower() in SUPPORTED) and not p.name.startswith(".")
+                )
+                if not found:
+                    report.errors.append(
+                        f"{path}: no supported files found (pattern {pattern!r}) — check --glob"
+                    )
+                files.extend(found)
+            elif path.exists() or path.is_symlink():
+                files.append(path)
+            else:
+                report.errors.append(f"{path}: no such file or folder — check the path")
+        return files
+
+    def _source(self, path: Path) -> tuple[int, str | None, str] | None:
+        row = self.conn.execute(
+            "select id, file_hash, spec from corpus_sources where path = ?", (str(path),)
+        ).fetchone()
+        return None if row is None else (int(row[0]), row[1], str(row[2]))
+
+    def _add_one(
+        self,
+        path: Path,
+        spec: TableSpec,
+        report: IngestReport,
+        progress: Callable[[IngestProgress], None] | None,
+        index: int,
+        total: int,
+        started: float,
+    ) -> None:
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file (broken link or special file) — check the path")
+        tabular = is_table(path)
+        spec_json = json.dumps(spec.__dict__ if tabular else {}, sort_keys=True)
+        try:
+            file_hash = _file_hash(path)
+        except PermissionError:
+            raise InputError(
+                f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
+            ) from None
+        source = self._source(path)
+        if source is not None and source[1] == file_hash and source[2] == spec_json:
+            report.skipped.append(str(path))
+            return
+        batches: Iterator[list[RawDocument]] = (
+            iter_table(path, spec, ROW_BATCH) if tabular else iter([[read_file(path)]])
+        )
+        # Read the first batch before touching the DB, so a bad file leaves no trace.
+        first = next(batches, [])
+        now = time.time()
+        with transaction(self.conn):
+            if source is None:
+                cur = self.conn.execute(
+                    "insert into corpus_sources (path, kind, file_hash, spec, added_at, updated_at)"
+                    " values (?, ?, null, ?, ?, ?)",
+                    (str(path), "table" if tabular else "file", spec_json, now, now),
+                )
+                source_id = int(cur.lastrowid)
+            else:
+                source_id = source[0]
+        existing = {
+            key: (int(doc_id), digest)
+            for doc_id, key, digest in self.conn.execute(
+                "select id, doc_key, content_hash from corpus_documents where source_id = ?", (source_id,)
+            )
+        }
+        seen: set[str] = set()
+        inserted = 0
+        for batch in _chain([first], batches):
+            inserted += self._write_batch(source_id, batch, existing, seen, report)
+            if progress and tabular:
+                progress(
+                    IngestProgress(
+                        str(path),
+                        index,
+                        total,
+                        report.documents,
+                        report.chunks,
+                        time.perf_counter() - started,
+                    )
+                )
+        stale = [doc_id for key, (doc_id, _) in existing.items() if key not in seen]
+        with transaction(self.conn):
+            self._delete_documents(stale)
+            self.conn.execute(
+                "update corpus_sources set file_hash = ?, spec = ?, updated_at = ? where id = ?",
+                (file_hash, spec_json, time.time(), source_id),
+            )
+        report.removed_documents += len(stale)
+        if source is not None:
+            report.replaced.append(str(path))
+        elif inserted:
+            report.added.append(str(path))
+        else:
+            report.skipped.append(str(path))
+
+    def _write_batch(
+        self,
+        source_id: int,
+        batch: list[RawDocument],
+        existing: dict[str, tuple[int, str]],
+        seen: set[str],
+        report: IngestReport,
+    ) -> int:
+        size, overlap = self.config.chunk_words, self.config.chunk_overlap
+        replace: list[int] = []
+        fresh: list[tuple[RawDocument, str, list[str]]] = []
+        batch_hashes: set[str] = set()
+        for doc in batch:
+            if doc.key in seen:
+                continue  # a repeated id in one file: the first row wins
+            seen.add(doc.key)
+            digest = text_hash(f"{doc.title}\n{doc.text}")
+            old = existing.get(doc.key)
+            if old is not None and old[1] == digest:
+                continue
+            if old is not None:
+                replace.append(old[0])
+            elif (
+                digest in batch_hashes
+                or self.conn.execute(
+                    "select 1 from corpus_documents where content_hash = ? limit 1", (digest,)
+                ).fetchone()
+            ):
+                report.duplicates += 1
+                continue
+            batch_hashes.add(digest)
+            chunks = chunk_text(doc.text, size, overlap)
+            if chunks:
+                fresh.append((doc, digest, chunks))
+        texts = [
+            f"{doc.title}\n{chunk}" if doc.title else chunk for doc, _, chunks in fresh for chunk in chunks
+        ]
+        vectors = self._embed(texts)
+        row = 0
+        with transaction(self.conn):
+            self._delete_documents(replace)
+            for doc, digest, chunks in fresh:
+                cur = self.conn.execute(
+                    "insert into corpus_documents (source_id, doc_key, url, title, content_hash)"
+                    " values (?, ?, ?, ?, ?)",
+                    (source_id, doc.key, doc.url, doc.title, digest),
+                )
+                doc_id = int(cur.lastrowid)
+                for seq, chunk in enumerate(chunks):
+                    cur = self.conn.execute(
+                        "insert into corpus_chunks (doc_id, seq, text) values (?, ?, ?)", (doc_id, seq, chunk)
+                    )
+                    chunk_id = int(cur.lastrowid)
+                    self.conn.execute(
+                        "insert into corpus_fts (rowid, title, body) values (?, ?, ?)",
+                        (chunk_id, fts_text(doc.title), fts_text(chunk)),
+                    )
+                    if vectors is not None:
+                        self.conn.execute(
+                            "insert into corpus_vec (rowid, embedding) values (?, ?)",
+                            (chunk_id, vectors[row].tobytes()),
+                        )
+                    row += 1
+        report.documents += len(fresh)
+        report.chunks += row
+        report.removed_documents += len(replace)
+        return len(fresh)
+
+    def _delete_documents(self, doc_ids: list[int]) -> None:
+        """Delete documents with their chunks, FTS rows and vectors (caller holds the transaction)."""
+        has_vec = self._has_vec_table() and getattr(self.conn, "vec_version", None)
+        for doc_id in doc_ids:
+            chunk_ids = [
+                r[0] for r in self.conn.execute("select id from corpus_chunks where doc_id = ?", (doc_id,))
+            ]
+            for chunk_id in chunk_ids:
+                self.conn.execute("delete from corpus_fts where rowid = ?", (chunk_id,))
+                if has_vec:
+                    self.conn.execute("delete from corpus_vec where rowid = ?", (chunk_id,))
+            self.conn.execute("delete from corpus_documents where id = ?", (doc_id,))
+
+    def remove(self, paths: Iterable[Path | str] = (), *, all_sources: bool = False) -> int:
+        """Remove ingested files (by path, or all); returns how many documents were deleted."""
+        if all_sources:
+            rows = self.conn.execute("select id, path from corpus_sources").fetchall()
+        else:
+            rows = []
+            for raw in paths:
+                path = str(Path(raw).expanduser().absolute())
+                row = self.conn.execute(
+                    "select id, path from corpus_sources where path = ?", (path,)
+                ).fetchone()
+                if row is None:
+                    raise NotFound(f"{path} is not in the corpus — see `deepresearch corpus list`")
+                rows.append(row)
+        removed = 0
+        with sqlite_errors("the workspace database"), transaction(self.conn):
+            for source_id, _ in rows:
+                doc_ids = [
+                    r[0]
+                    for r in self.conn.execute(
+                        "select id from corpus_documents where source_id = ?", (source_id,)
+                    )
+                ]
+                self._delete_documents(doc_ids)
+                removed += len(doc_ids)
+                self.conn.execute("delete from corpus_sources where id = ?", (source_id,))
+            if all_sources:
+                self.conn.execute("delete from meta where key in (?, ?)", (META_MODEL, META_DIM))
+                self.conn.execute("drop table if exists corpus_vec")
+        return removed
+
+    def sources(self) -> list[SourceInfo]:
+        """Every ingested file with its document and chunk counts."""
+        rows = self.conn.execute(
+            """select s.path, s.kind, s.updated_at,
+                      (select count(*) from corpus_documents d where d.source_id = s.id),
+                      (select count(*) from corpus_chunks c join corpus_documents d on c.doc_id = d.id
+                        where d.source_id = s.id)
+               from corpus_sources s order by s.path"""
+        ).fetchall()
+        return [SourceInfo(path=r[0], kind=r[1], updated_at=r[2], documents=r[3], chunks=r[4]) for r in rows]
+
+    def count_chunks(self) -> int:
+        """Number of chunks in the corpus."""
+        return int(self.conn.execute("select count(*) from corpus_chunks").fetchone()[0])
+
+    # --- retrieval ----------------------------------------------------------------------------
+
+    def bm25_chunks(self, query: str, depth: int) -> list[tuple[int, float]]:
+        """(chunk id, BM25 score, higher is better) for the best `depth` keyword matches."""
+        expression = fts_query(query)
+        if expression is None:
+            return []
+        rows = self.conn.execute(
+            "select rowid, bm25(corpus_fts) as s from corpus_fts where corpus_fts match ? order by s limit ?",
+            (expression, depth),
+        ).fetchall()
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def vector_chunks(self, query: str, depth: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the `depth` nearest chunk vectors."""
+        if not self.vectors_enabled:
+            raise SearchError(
+                "vector search is unavailable: sqlite-vec is not loaded or no embedding model was given"
+                " — run `deepresearch doctor`, or search with --mode bm25"
+            )
+        embedder = self.embedder
+        assert embedder is not None
+        self._check_model(embedder)
+        if not self._has_vec_table():
+            return []
+        vector = embedder.embed(query)
+        rows = self.conn.execute(
+            "select rowid, distance from corpus_vec where embedding match ? and k = ? order by distance",
+            (vector.astype("float32").tobytes(), min(depth, 4096)),
+        ).fetchall()
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def _doc_ranking(self, hits: list[tuple[int, float]]) -> list[tuple[int, int, float]]:
+        """Chunk hits → (doc id, best chunk id, score) in rank order, one entry per document."""
+        if not hits:
+            return []
+        marks = ",".join("?" * len(hits))
+        doc_of = dict(
+            self.conn.execute(
+                f"select id, doc_id from corpus_chunks where id in ({marks})", [c for c, _ in hits]
+            ).fetchall()
+        )
+        ranking, seen = [], set()
+        for chunk_id, score in hits:
+            doc_id = doc_of.get(chunk_id)
+            if doc_id is not None and doc_id not in seen:
+                seen.add(doc_id)
+                ranking.append((doc_id, chunk_id, score))
+        return ranking
+
+    def rank(self, query: str, count: int, mode: str = "hybrid") -> list[tuple[int, float]]:
+        """(chunk id, score) of the best chunk of each of the top `count` documents."""
+        if mode not in MODES:
+            raise SearchError(f"unknown corpus search mode {mode!r} — use one of {', '.join(MODES)}")
+        depth = max(count * 3, 100)
+        if mode == "hybrid" and not self.vectors_enabled:
+            log.warning("vector search unavailable; hybrid search falls back to BM25")
+            mode = "bm25"
+        if mode == "bm25":
+            return [(c, s) for _, c, s in self._doc_ranking(self.bm25_chunks(query, depth))[:count]]
+        if mode == "vector":
+            return [(c, s) for _, c, s in self._doc_ranking(self.vector_chunks(query, depth))[:count]]
+        lists = (
+            (self.config.bm25_weight, self._doc_ranking(self.bm25_chunks(query, depth))),
+            (self.config.vector_weight, self._doc_ranking(self.vector_chunks(query, depth))),
+        )
+        return rrf_fuse(lists, self.config.rrf_k)[:count]
+
+    def search(self, query: str, count: int, mode: str = "hybrid") -> list[SearchResult]:
+        """The top `count` documents for `query` (best chunk of each), newest index state."""
+        ranked = self.rank(query, count, mode)
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        rows = {
+            r[0]: r[1:]
+            for r in self.conn.execute(
+                f"""select c.id, c.text, d.title, d.url from corpus_chunks c
+                    join corpus_documents d on d.id = c.doc_id where c.id in ({marks})""",
+                [c for c, _ in ranked],
+            )
+        }
+        results = []
+        for chunk_id, score in ranked:
+            text, title, url = rows[chunk_id]
+            results.append(
+                SearchResult(
+                    title=title,
+                    url=url,
+                    snippet=_snippet(text, query),
+                    text=text,
+                    score=round(float(score), 6),
+                    backend="corpus",
+                )
+            )
+        return results
+
+
+def rrf_fuse(
+    lists: Iterable[tuple[float, list[tuple[int, int, float]]]], k: float
+) -> list[tuple[int, float]]:
+    """Weighted reciprocal-rank fusion of per-document rankings → (best chunk id, fused score)."""
+    scores: dict[int, float] = {}
+    best: dict[int, tuple[float, int]] = {}
+    for weight, ranking in lists:
+        for rank, (doc_id, chunk_id, _) in enumerate(ranking, start=1):
+            part = weight / (k + rank)
+            scores[doc_id] = scores.get(doc_id, 0.0) + part
+            if doc_id not in best or part > best[doc_id][0]:
+                best[doc_id] = (part, chunk_id)
+    order = sorted(scores, key=lambda d: -scores[d])
+    return [(best[d][1], scores[d]) for d in order]
+
+
+def _chain(*parts: Iterable[list[RawDocument]]) -> Iterator[list[RawDocument]]:
+    for part in parts:
+        yield from part

@@ -1,0 +1,418 @@
+"""Turn files into documents: text, Markdown, HTML (boilerplate dropped), PDF, and tabular
+corpora (Parquet/CSV/JSONL) streamed through DuckDB in batches.
+
+Every problem a user can cause (binary file, empty file, PDF without text, missing column)
+raises `InputError` with a message that names the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote
+
+from deepresearch.errors import InputError
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+PDF_SUFFIXES = (".pdf",)
+TABLE_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
+SUPPORTED = TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES + TABLE_SUFFIXES
+
+
+@dataclass
+class RawDocument:
+    """One document before chunking: `key` identifies it within its source file."""
+
+    key: str
+    title: str
+    text: str
+    url: str
+
+
+@dataclass
+class TableSpec:
+    """Which columns of a tabular file hold the text, title, URL and row id (None = guess)."""
+
+    text_col: str | None = None
+    title_col: str | None = None
+    url_col: str | None = None
+    id_col: str | None = None
+
+
+def is_table(path: Path) -> bool:
+    """True for files read as tabular corpora (one document per row)."""
+    return path.suffix.lower() in TABLE_SUFFIXES
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except PermissionError:
+        raise InputError(
+            f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
+        ) from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory — pass the folder itself to ingest its files") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc}) — check the path") from None
+
+
+def _decode(path: Path, data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise InputError(f"{path}: looks like a binary file, not text — convert it to .txt/.md/.pdf first")
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1")
+
+
+def _require_text(path: Path, text: str, what: str = "file") -> str:
+    if not text.strip():
+        raise InputError(f"{path}: empty {what} (no text to index) — remove it or add content")
+    return text
+
+
+def read_text_file(path: Path) -> tuple[str, str]:
+    """(title, text) of a .txt/.md file; the title is the first Markdown heading or line."""
+    text = _require_text(path, _decode(path, _read_bytes(path)))
+    title = path.stem
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            title = line.lstrip("#").strip() or path.stem
+            break
+    return title[:200], text
+
+
+# --- HTML: main text without navigation, headers, footers, scripts -------------------------
+
+_SKIP_TAGS = {
+    "script",
+    "style",
+    "noscript",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "form",
+    "svg",
+    "template",
+    "iframe",
+    "button",
+    "select",
+    "menu",
+    "dialog",
+}
+_SKIP_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"}
+_SKIP_CLASS = re.compile(
+    r"(^|[\s_-])(nav|navbar|menu|footer|sidebar|breadcrumbs?|cookie|banner|share|social|advert|ads|"
+    r"related|comments?|skip-link|toc)($|[\s_-])",
+    re.I,
+)
+_BLOCK_TAGS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "table",
+    "tr",
+    "td",
+    "th",
+    "br",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "pre",
+    "dd",
+    "dt",
+    "figcaption",
+    "body",
+}
+_VOID_TAGS = {
+    "br",
+    "img",
+    "hr",
+    "meta",
+    "link",
+    "input",
+    "area",
+    "base",
+    "col",
+    "embed",
+    "source",
+    "track",
+    "wbr",
+}
+
+
+class _MainTextParser(HTMLParser):
+    """Collects text blocks outside boilerplate elements, remembering how much of each is link text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []  # (tag, starts a skipped subtree)
+        self.skip_depth = 0
+        self.title = ""
+        self.in_title = False
+        self.h1 = ""
+        self.in_h1 = False
+        self.link_depth = 0
+        self.blocks: list[list] = []  # [text, link_chars, inside main/article]
+        self.main_depth = 0
+        self._new_block()
+
+    def _new_block(self) -> None:
+        if not self.blocks or self.blocks[-1][0].strip():
+            self.blocks.append(["", 0, self.main_depth > 0])
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attr = {k: (v or "") for k, v in attrs}
+        if tag == "title":
+            self.in_title = True
+        if tag in _VOID_TAGS:
+            if tag == "br":
+                self._new_block()
+            return
+        skip = (
+            tag in _SKIP_TAGS
+            or attr.get("role", "").lower() in _SKIP_ROLES
+            or bool(_SKIP_CLASS.search(attr.get("class", "") + " " + attr.get("id", "")))
+            or "hidden" in attr
+            or attr.get("aria-hidden") == "true"
+        )
+        self.stack.append((tag, skip))
+        if skip:
+            self.skip_depth += 1
+        if tag in ("main", "article"):
+            self.main_depth += 1
+        if tag == "a":
+            self.link_depth += 1
+        if tag == "h1":
+            self.in_h1 = True
+        if tag in _BLOCK_TAGS:
+            self._new_block()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        if tag in _VOID_TAGS or not any(t == tag for t, _ in self.stack):
+            return
+        while self.stack:  # pop until the matching tag: browsers forgive unclosed elements too
+            open_tag, skip = self.stack.pop()
+            if skip:
+                self.skip_depth -= 1
+            if open_tag in ("main", "article"):
+                self.main_depth -= 1
+            if open_tag == "a":
+                self.link_depth = max(0, self.link_depth - 1)
+            if open_tag == "h1":
+                self.in_h1 = False
+            if open_tag == tag:
+                break
+        if tag in _BLOCK_TAGS:
+            self._new_block()
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
+            return
+        if self.skip_depth:
+            return
+        if self.in_h1:
+            self.h1 += data
+        block = self.blocks[-1]
+        block[0] += data
+        if self.link_depth:
+            block[1] += len(data.strip())
+
+
+def html_to_text(html: str) -> tuple[str, str]:
+    """(title, main text) of an HTML page: nav/header/footer/aside/scripts and link lists dropped."""
+    parser = _MainTextParser()
+    parser.feed(html)
+    parser.close()
+    blocks = [(re.sub(r"\s+", " ", text).strip(), links, in_main) for text, links, in_main in parser.blocks]
+    blocks = [b for b in blocks if b[0]]
+    if any(in_main for _, _, in_main in blocks):  # a page that marks its main content: trust it
+        blocks = [b for b in blocks if b[2]]
+    # Blocks that are mostly link text are menus and "related" lists that escaped the tag rules.
+    kept = [text for text, links, _ in blocks if links <= 0.5 * len(text)]
+    title = re.sub(r"\s+", " ", parser.title or parser.h1).strip()
+    return title, "\n\n".join(kept)
+
+
+def read_html_file(path: Path) -> tuple[str, str]:
+    """(title, main text) of an HTML file."""
+    title, text = html_to_text(_decode(path, _read_bytes(path)))
+    _require_text(path, text, "page")
+    return (title or path.stem)[:200], text
+
+
+def read_pdf_file(path: Path) -> tuple[str, str]:
+    """(title, text) of a PDF via pypdf; a PDF without a text layer is an InputError."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    data = _read_bytes(path)
+    _require_text(path, "x" if data else "")
+    import io
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise InputError(f"{path}: PDF is password-protected — save a decrypted copy and add that")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta_title = (reader.metadata.title if reader.metadata else None) or ""
+    except InputError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a readable PDF ({exc}) — re-export it or convert it to text") from None
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    if not text.strip():
+        raise InputError(
+            f"{path}: PDF has no extractable text (scanned images?) — run OCR first"
+            " (e.g. `ocrmypdf in.pdf out.pdf`) and add the result"
+        )
+    return (str(meta_title).strip() or path.stem)[:200], text
+
+
+def read_file(path: Path) -> RawDocument:
+    """The single document of a text, Markdown, HTML or PDF file (URL = file:// absolute path)."""
+    suffix = path.suffix.lower()
+    if suffix in HTML_SUFFIXES:
+        title, text = read_html_file(path)
+    elif suffix in PDF_SUFFIXES:
+        title, text = read_pdf_file(path)
+    elif suffix in TEXT_SUFFIXES:
+        title, text = read_text_file(path)
+    else:
+        raise InputError(
+            f"{path}: unsupported file type {suffix or '(none)'} — supported: {', '.join(SUPPORTED)}"
+        )
+    return RawDocument(key="", title=title, text=text, url=path.absolute().as_uri())
+
+
+# --- tabular corpora through DuckDB --------------------------------------------------------
+
+_GUESS = {
+    "text_col": ("text", "content", "body", "abstract", "passage"),
+    "title_col": ("title", "name", "headline"),
+    "url_col": ("url", "link", "href", "uri"),
+    "id_col": ("_id", "id", "doc_id", "docid"),
+}
+
+
+def _table_source(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return "read_parquet(?)"
+    if suffix in (".csv", ".tsv"):
+        return "read_csv(?, header = true)"
+    return "read_json(?, format = 'newline_delimited')"
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def resolve_columns(path: Path, columns: list[str], spec: TableSpec) -> dict[str, str | None]:
+    """Map text/title/url/id to real column names; a named column that is missing is an InputError."""
+    kind = path.suffix.lower().lstrip(".").upper()
+    chosen: dict[str, str | None] = {}
+    lower = {c.lower(): c for c in columns}
+    for field, guesses in _GUESS.items():
+        wanted = getattr(spec, field)
+        flag = "--" + field.replace("_", "-")
+        if wanted is not None:
+            if wanted not in columns:
+                raise InputError(
+                    f"{path}: {kind} file has no column {wanted!r} (columns: {', '.join(columns)})"
+                    f" — pass {flag} with one of them"
+                )
+            chosen[field] = wanted
+        else:
+            chosen[field] = next((lower[g] for g in guesses if g in lower), None)
+    if chosen["text_col"] is None:
+        raise InputError(
+            f"{path}: no text column found (columns: {', '.join(columns)}) — pass --text-col NAME"
+        )
+    return chosen
+
+
+def iter_table(path: Path, spec: TableSpec, batch_size: int = 512) -> Iterator[list[RawDocument]]:
+    """Stream rows of a Parquet/CSV/JSONL file as batches of documents (DuckDB, never all at once)."""
+    import duckdb
+
+    _read_bytes_check(path)
+    source = _table_source(path)
+    con = duckdb.connect()
+    try:
+        try:
+            columns = [
+                row[0] for row in con.execute(f"describe select * from {source}", [str(path)]).fetchall()
+            ]
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0]
+            raise InputError(f"{path}: DuckDB cannot read it ({first}) — check the file format") from None
+        cols = resolve_columns(path, columns, spec)
+        select = ", ".join(
+            f"cast({_quote_ident(c)} as varchar)" if c else "null"
+            for c in (cols["id_col"], cols["title_col"], cols["text_col"], cols["url_col"])
+        )
+        base_uri = path.absolute().as_uri()
+        try:
+            cursor = con.execute(f"select {select} from {source}", [str(path)])
+            row_number = 0
+            while True:
+                rows = cursor.fetchmany(batch_size)
+                if not rows:
+                    break
+                batch = []
+                for doc_id, title, text, url in rows:
+                    row_number += 1
+                    if not text or not text.strip():
+                        continue
+                    key = doc_id if doc_id not in (None, "") else str(row_number)
+                    batch.append(
+                        RawDocument(
+                            key=key,
+                            title=(title or "").strip()[:300],
+                            text=text,
+                            url=url or f"{base_uri}#{quote(key, safe='')}",
+                        )
+                    )
+                yield batch
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0]
+            raise InputError(f"{path}: DuckDB failed while reading rows ({first}) — check the file") from None
+    finally:
+        con.close()
+
+
+def _read_bytes_check(path: Path) -> None:
+    """Fail early with a clear message on unreadable or empty files (DuckDB's errors are cryptic)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(1)
+    except PermissionError:
+        raise InputError(
+            f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
+        ) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc}) — check the path") from None
+    if not head:
+        raise InputError(f"{path}: empty file (no rows to index) — remove it or add content")
