@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +80,6 @@ class SourceInfo:
 
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     """Split text into windows of about `size` words sharing `overlap` words (CJK: 2 chars = 1 word)."""
-    import re
-
     spans = [m.span() for m in re.finditer(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]{1,2}|\S+", text)]
     if not spans:
         return []
@@ -105,8 +104,10 @@ def fts_query(query: str) -> str | None:
     """An FTS5 MATCH expression OR-ing the query's content words, each quoted (no syntax injection)."""
     seen: dict[str, None] = {}
     for token in words(query):
-        if token not in STOPWORDS:
-            seen.setdefault(token, None)
+        # "covid-19" or "1.5" would become FTS5 phrases; separate OR terms rank better (SciFact).
+        for part in re.split(r"[^\w]+", token):
+            if part and part not in STOPWORDS:
+                seen.setdefault(part, None)
     if not seen:
         return None
     return " OR ".join('"' + token.replace('"', '""') + '"' for token in seen)

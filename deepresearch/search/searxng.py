@@ -83,7 +83,8 @@ class SearxngBackend(SearchBackend):
                         if response.status_code == 429
                         else f"HTTP {response.status_code}"
                     )
-                    delay = min(_retry_after(response.headers.get("retry-after")) or delay, MAX_RETRY_AFTER_S)
+                    asked = _retry_after(response.headers.get("retry-after"))
+                    delay = min(delay if asked is None else asked, MAX_RETRY_AFTER_S)
                 if attempt < self.max_retries:
                     log.info(
                         "searxng: %s; retry %d/%d in %.1fs", problem, attempt + 1, self.max_retries, delay

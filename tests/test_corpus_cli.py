@@ -1,0 +1,145 @@
+"""`deepresearch corpus add/list/search/remove` end to end, and hybrid quality with the real model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deepresearch.cli.main import app
+from tests.fakes import FakeEmbedder
+
+
+@pytest.fixture
+def fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEmbedder:
+    """The fake embedder plugged in through the embedding registry (the real seam)."""
+    from deepresearch.models import embed
+
+    fake = FakeEmbedder()
+    monkeypatch.setitem(embed.EMBEDDERS, "sentence-transformers", lambda config: fake)
+    monkeypatch.setattr(embed, "_CACHE", {})
+    return fake
+
+
+def run(home: Path, *args: str) -> object:
+    return CliRunner().invoke(app, ["--home", str(home), *args])
+
+
+def test_corpus_cli_round_trip(home: Path, tmp_path: Path, fake_model: FakeEmbedder) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Lakes\n\nLake Baikal is the deepest lake on Earth.")
+    (docs / "b.txt").write_text("The Amazon river carries the most water of any river.")
+    (docs / "empty.txt").write_text("")
+    table = tmp_path / "rows.csv"
+    table.write_text("key,headline,content\nr1,Deserts,The Sahara is the largest hot desert.\n")
+
+    result = run(home, "corpus", "add", str(docs), "--json")
+    assert result.exit_code == 1  # one file failed …
+    report = json.loads(result.stdout)
+    assert len(report["added"]) == 2 and report["documents"] == 2  # … the others ingested
+    assert (
+        result.stderr.strip()
+        == f"Error: {docs / 'empty.txt'}: empty file (no text to index) — remove it or add content"
+    )
+
+    result = run(
+        home,
+        "corpus",
+        "add",
+        str(table),
+        "--text-col",
+        "content",
+        "--title-col",
+        "headline",
+        "--id-col",
+        "key",
+    )
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(
+        r"added 1, replaced 0, skipped 0, failed 0 files; 1 documents, 1 chunks"
+        r" in [\d.]+s \([\d.]+ chunks/s\)\n",
+        result.stdout,
+    )
+    result = run(home, "corpus", "add", str(table), "--text-col", "nope")
+    assert result.exit_code == 1 and "has no column 'nope' (columns: key, headline, content)" in result.stderr
+
+    listing = json.loads(run(home, "corpus", "list", "--json").stdout)
+    assert sorted((Path(s["path"]).name, s["documents"]) for s in listing) == [
+        ("a.md", 1),
+        ("b.txt", 1),
+        ("rows.csv", 1),
+    ]
+
+    result = run(home, "corpus", "search", "largest hot desert", "--json", "-n", "1")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["mode"] == "hybrid" and data["results"][0]["url"] == f"{table.as_uri()}#r1"
+    assert data["results"][0]["title"] == "Deserts"
+
+    result = run(home, "corpus", "search", "deepest lake", "--mode", "bm25")
+    assert result.stdout.splitlines()[:2] == [
+        "1. Lakes  [" + result.stdout.split("[")[1].split("]")[0] + "]",
+        f"   {(docs / 'a.md').as_uri()}",
+    ]
+    result = run(home, "corpus", "search", "zebra quantum", "--mode", "bm25")
+    assert result.stdout.strip() == "No results for 'zebra quantum'."
+    result = run(home, "corpus", "search", "x", "--mode", "fuzzy")
+    assert result.exit_code == 1 and "unknown corpus search mode 'fuzzy'" in result.stderr
+
+    result = run(home, "corpus", "remove", str(docs / "a.md"))
+    assert result.exit_code == 0 and result.stdout.strip() == "removed 1 documents"
+    result = run(home, "corpus", "remove", str(docs / "a.md"))
+    assert result.exit_code == 1 and "is not in the corpus" in result.stderr
+    result = run(home, "corpus", "remove")
+    assert result.exit_code == 1 and "--all" in result.stderr
+    assert json.loads(run(home, "corpus", "remove", "--all", "--json").stdout) == {"removed_documents": 2}
+    assert run(home, "corpus", "list").stdout.startswith("The corpus is empty")
+
+
+def test_corpus_add_invalidates_cached_corpus_results(
+    home: Path, tmp_path: Path, fake_model: FakeEmbedder
+) -> None:
+    note = tmp_path / "n.md"
+    note.write_text("Old text about volcanoes.")
+    run(home, "corpus", "add", str(note))
+    first = json.loads(run(home, "search", "volcanoes", "--json").stdout)
+    assert json.loads(run(home, "search", "volcanoes", "--json").stdout)["cache_hit"] is True
+    note.write_text("New text about volcanoes and geysers.")
+    assert run(home, "corpus", "add", str(note)).exit_code == 0
+    fresh = json.loads(run(home, "search", "volcanoes", "--json").stdout)
+    assert fresh["cache_hit"] is False and fresh["results"][0]["text"] != first["results"][0]["text"]
+
+
+@pytest.mark.slow
+def test_hybrid_with_real_model_finds_paraphrases_and_keywords(tmp_path: Path, real_embedder) -> None:  # type: ignore[no-untyped-def]
+    from deepresearch.config import CorpusConfig
+    from deepresearch.db import connect
+    from deepresearch.search.corpus import Corpus
+
+    texts = {
+        "heart": "Regular aerobic exercise lowers the risk of cardiovascular disease in adults.",
+        "sleep": "Adolescents who sleep less than seven hours show worse memory consolidation.",
+        "code": "Error code ZX-4471 appears when the flux capacitor firmware is outdated.",
+        "coffee": "Caffeine intake above 400 mg per day is linked to anxiety symptoms.",
+        "trees": "Urban tree cover reduces summer street temperatures by several degrees.",
+        "bees": "Neonicotinoid pesticides impair the navigation of honey bees.",
+    }
+    for name, text in texts.items():
+        (tmp_path / f"{name}.txt").write_text(text)
+    conn = connect(tmp_path / "ws.db")
+    corpus = Corpus(conn, real_embedder, CorpusConfig())
+    assert corpus.add_paths(sorted(tmp_path.glob("*.txt"))).documents == 6
+
+    def top(query: str, mode: str) -> str:
+        return Path(corpus.search(query, 3, mode=mode)[0].url).stem
+
+    paraphrase = "Does working out protect against heart attacks?"  # no shared content word
+    assert corpus.search(paraphrase, 3, mode="bm25") == [] or top(paraphrase, "bm25") != "heart"
+    assert top(paraphrase, "vector") == "heart" and top(paraphrase, "hybrid") == "heart"
+    assert top("ZX-4471", "bm25") == "code" and top("ZX-4471", "hybrid") == "code"
+    assert top("why are pollinators getting lost", "hybrid") == "bees"
+    conn.close()
