@@ -88,6 +88,9 @@ class KBConfig(_Section):
 
     @field_validator("lifecycle_mode", mode="before")
     @classmethod
+    ram_index_min_facts: int = Field(
+        20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."
+    )
     def _mode_or_freshness(cls, value: Any) -> str:
         mode = str(value or "").strip().lower()
         if mode not in LIFECYCLE_MODES:

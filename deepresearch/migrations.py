@@ -36,6 +36,79 @@ MIGRATIONS: list[Migration] = [
         """,
     ),
     # --- knowledge base (deepresearch/kb) ---
+    # Times are epoch seconds (REAL). `rid` is the integer key shared with the vector and FTS
+    # tables; `id` (a ULID) is the fact's identity across machines.
+    Migration(
+        "m101_facts",
+        """
+        create table facts (
+            rid integer primary key,
+            id text not null unique,
+            fact text not null,
+            source_url text not null,
+            research_topic text not null default '',
+            category text not null,
+            confidence real not null check (confidence >= 0 and confidence <= 1),
+            created_at real not null,
+            verified_at real not null,
+            expires_at real,
+            status text not null default 'active' check (status in ('active', 'superseded', 'expired')),
+            superseded_by text,
+            text_hash text not null
+        );
+        create unique index facts_active_hash on facts (text_hash) where status = 'active';
+        create index facts_expiry on facts (expires_at) where expires_at is not null and status = 'active';
+        create index facts_status_category on facts (status, category, verified_at);
+        create table fact_sources (
+            fact_id text not null references facts (id) on delete cascade,
+            url text not null,
+            added_at real not null,
+            primary key (fact_id, url)
+        );
+        create table fact_history (
+            seq integer primary key,
+            fact_id text not null,
+            event text not null check (event in ('add', 'reconfirm', 'merge', 'supersede', 'expire', 'delete')),
+            at real not null,
+            old_text text,
+            new_text text,
+            detail text
+        );
+        create index fact_history_fact on fact_history (fact_id, seq);
+        """,
+    ),
+    # trigram tokenizer: keyword recall must work on CJK text, which has no spaces (DESIGN §8).
+    Migration(
+        "m102_fact_fts",
+        """
+        create virtual table fact_fts using fts5(fact, content='facts', content_rowid='rid', tokenize='trigram');
+        create trigger facts_fts_insert after insert on facts begin
+            insert into fact_fts (rowid, fact) values (new.rid, new.fact);
+        end;
+        create trigger facts_fts_delete after delete on facts begin
+            insert into fact_fts (fact_fts, rowid, fact) values ('delete', old.rid, old.fact);
+        end;
+        create trigger facts_fts_update after update of fact on facts begin
+            insert into fact_fts (fact_fts, rowid, fact) values ('delete', old.rid, old.fact);
+            insert into fact_fts (rowid, fact) values (new.rid, new.fact);
+        end;
+        """,
+    ),
+    # Vectors with the lifecycle columns as vec0 partition/metadata columns, so filters run
+    # inside the KNN. 384 = all-MiniLM-L6-v2; an empty table is rebuilt for another dimension.
+    Migration(
+        "m103_fact_vec",
+        """
+        create virtual table fact_vec using vec0(
+            category text partition key,
+            embedding float[384] distance_metric=cosine,
+            status text,
+            verified_at float,
+            confidence float
+        );
+        """,
+        requires_vec=True,
+    ),
     # --- local corpus (deepresearch/search) ---
     # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus on first
     # ingest, because its dimension is the embedding model's, known only at run time.

@@ -2,6 +2,285 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
 import typer
 
+from deepresearch.cli.common import echo_json, open_workspace, status, warn
+
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
+
+
+@contextlib.contextmanager
+def _kb(ctx: typer.Context) -> Iterator[Any]:
+    """The workspace knowledge base; SQLite lock/corruption errors become user errors."""
+    from deepresearch.db import sqlite_errors
+    from deepresearch.kb.store import KnowledgeBase
+
+    ws = open_workspace(ctx)
+    try:
+        with sqlite_errors(ws.db_path):
+            yield KnowledgeBase.from_workspace(ws)
+    finally:
+        ws.close()
+
+
+def _report_add(result: Any, as_json: bool) -> None:
+    if as_json:
+        echo_json(
+            {
+                "added": result.added,
+                "reconfirmed": result.reconfirmed,
+                "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
+            }
+        )
+    else:
+        typer.echo(
+            f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)}, rejected {len(result.rejected)}"
+        )
+        for ident in result.added:
+            typer.echo(ident)
+    for fact, reason in result.rejected:
+        warn(f"rejected {fact.fact[:60]!r}: {reason}")
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The fact: one self-contained, checkable sentence."),
+    source: str = typer.Option(..., "--source", "-s", help="Full URL of the source (https://…, file://…)."),
+    category: Optional[str] = typer.Option(
+        None, "--category", "-c", help="market_data | product_info | strategy | technology | historical."
+    ),
+    confidence: float = typer.Option(0.7, "--confidence", help="Confidence 0–1."),
+    topic: str = typer.Option("", "--topic", help="Research topic the fact belongs to."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Add one fact (an exact duplicate reconfirms the stored fact)."""
+    from deepresearch.facts import Fact
+
+    with _kb(ctx) as kb:
+        result = kb.add_facts(
+            [Fact(text, source, research_topic=topic, category=category or "", confidence=confidence)]
+        )
+    _report_add(result, as_json)
+    if result.rejected and not (result.added or result.reconfirmed):
+        raise typer.Exit(1)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    file: Path = typer.Argument(
+        ...,
+        help="JSONL file: {fact, source_url, category, confidence, research_topic, created_at, verified_at} per line.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Import facts from JSONL (the shape `kb export --format jsonl` writes)."""
+    with _kb(ctx) as kb:
+        result = kb.import_jsonl(file)
+    _report_add(result, as_json)
+    if result.rejected and not (result.added or result.reconfirmed):
+        raise typer.Exit(1)
+
+
+def _hit_json(hit: Any) -> dict[str, Any]:
+    keys = (
+        "id",
+        "fact",
+        "source_url",
+        "sources",
+        "category",
+        "confidence",
+        "raw_confidence",
+        "relevance",
+        "age_days",
+        "created_at",
+        "research_topic",
+    )
+    return {k: getattr(hit, k) for k in keys}
+
+
+@app.command("query")
+def query(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="What to recall (meaning, not exact words)."),
+    top_k: Optional[int] = typer.Option(
+        None, "--top-k", "-k", min=1, help="Facts to return (default: kb.top_k)."
+    ),
+    min_confidence: Optional[float] = typer.Option(
+        None, "--min-confidence", min=0.0, max=1.0, help="Drop facts whose decayed confidence is lower."
+    ),
+    lifecycle: Optional[str] = typer.Option(
+        None, "--lifecycle", help="off | inform | freshness | lifecycle (invalid → freshness)."
+    ),
+    fresh: Optional[str] = typer.Option(
+        None, "--fresh", help="Freshness level for freshness mode: high | medium | low."
+    ),
+    category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),
+    as_json: bool = typer.Option(False, "--json", help="Print {degraded, reason, hits} as JSON."),
+) -> None:
+    """Recall facts related to TEXT, filtered and decayed by the lifecycle mode."""
+    from deepresearch.kb.lifecycle import age_tag
+
+    with _kb(ctx) as kb:
+        recall = kb.query(
+            text,
+            top_k=top_k,
+            min_confidence=min_confidence,
+            mode=lifecycle,
+            freshness=fresh,
+            category=category,
+        )
+    if recall.degraded:
+        warn(f"keyword search only, not semantic recall: {recall.reason}")
+    if as_json:
+        echo_json(
+            {
+                "degraded": recall.degraded,
+                "reason": recall.reason,
+                "hits": [_hit_json(h) for h in recall.hits],
+            }
+        )
+        return
+    if not recall.hits:
+        status(f"no facts found (lifecycle mode: {recall.mode})")
+        return
+    typer.echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
+    for hit in recall.hits:
+        typer.echo(
+            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13} {hit.fact}"
+        )
+        typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]")
+
+
+@app.command("sweep")
+def sweep(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing."),
+    purge: bool = typer.Option(
+        False, "--purge", help="Delete expired facts instead of marking them (history is kept)."
+    ),
+    batch: int = typer.Option(500, "--batch", min=1, help="Facts per transaction."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on success (for cron)."),
+) -> None:
+    """Expire facts past their TTL (cron-safe: short transactions, exit 0 on success)."""
+    with _kb(ctx) as kb:
+        result = kb.sweep(purge=purge, batch=batch, dry_run=dry_run)
+    if as_json:
+        echo_json(result)
+    elif not quiet:
+        typer.echo(result.summary())
+
+
+@app.command("history")
+def history(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., help="Fact id (ULID)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the events as JSON."),
+) -> None:
+    """Show every recorded change of one fact."""
+    from datetime import datetime, timezone
+
+    with _kb(ctx) as kb:
+        events = kb.history(fact_id)
+    if as_json:
+        echo_json(events)
+        return
+    for e in events:
+        when = datetime.fromtimestamp(e.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+        change = (
+            f" {e.old_text!r} → {e.new_text!r}"
+            if e.old_text and e.new_text
+            else f" {e.new_text or e.old_text or ''!r}"
+        )
+        typer.echo(
+            f"{when}  {e.event:<10}{change if (e.old_text or e.new_text) else ''}{'  (' + e.detail + ')' if e.detail else ''}"
+        )
+
+
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
+    """Verify that facts, sources, history, vectors and FTS rows agree (exit 1 on problems)."""
+    with _kb(ctx) as kb:
+        problems = kb.check()
+    if as_json:
+        echo_json({"ok": not problems, "problems": problems})
+    else:
+        for problem in problems:
+            typer.echo(f"problem: {problem}")
+        typer.echo("ok: facts, vectors and FTS agree" if not problems else f"{len(problems)} problem(s)")
+    if problems:
+        raise typer.Exit(1)
+
+
+@app.command("stats")
+def stats(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+) -> None:
+    """Counts by category and status, age histogram, expiring soon, confidence, top sources."""
+    with _kb(ctx) as kb:
+        data = kb.stats()
+    if as_json:
+        echo_json(data)
+        return
+    typer.echo(f"facts: {data['total']}  " + "  ".join(f"{k}: {v}" for k, v in data["by_status"].items()))
+    typer.echo(f"embedding model: {data['embedding_model']} ({data['embedding_dimension']}-d)")
+    for title in ("by_category", "age_histogram", "expiring_within_7_days", "confidence_histogram"):
+        typer.echo(f"{title.replace('_', ' ')}:")
+        for key, value in data[title].items():
+            typer.echo(f"  {key:<16} {value}")
+    typer.echo("top sources:")
+    for row in data["top_sources"]:
+        typer.echo(f"  {row['facts']:>5}  {row['url']}")
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl | csv | parquet."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="File to write (default: stdout; required for parquet)."
+    ),
+) -> None:
+    """Export every fact with id, status and sources (the interchange shape `kb import` reads)."""
+    import tempfile
+
+    if fmt not in ("jsonl", "csv", "parquet"):
+        typer.echo(f"Error: unknown format {fmt!r} — use jsonl, csv or parquet", err=True)
+        raise typer.Exit(2)
+    if output is None and fmt == "parquet":
+        typer.echo("Error: parquet is binary — pass --output FILE", err=True)
+        raise typer.Exit(2)
+    with _kb(ctx) as kb:
+        if output is not None:
+            count = kb.export(output, fmt)
+            status(f"exported {count} facts to {output}")
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"facts.{fmt}"
+            kb.export(path, fmt)
+            typer.echo(path.read_text(encoding="utf-8"), nl=False)
+
+
+@app.command("reembed")
+def reembed(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Rebuild every fact vector with the configured embedding model (after changing models)."""
+    with _kb(ctx) as kb:
+        count = kb.reembed(progress=lambda done, total: status(f"embedded {done}/{total}"))
+        model = kb.embedder().model_id
+    if as_json:
+        echo_json({"facts": count, "model": model})
+    else:
+        typer.echo(f"re-embedded {count} facts with {model}")

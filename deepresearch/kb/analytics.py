@@ -1,0 +1,243 @@
+"""KB analytics and interchange: `stats` and `export` through DuckDB, `import_jsonl`.
+
+Rows go from SQLite into DuckDB as an Arrow table (DuckDB's own sqlite extension would
+need a download, which fails offline). The interchange shape is one JSON object per line:
+`{id, fact, source_url, sources, category, confidence, research_topic, created_at,
+verified_at, expires_at, status, superseded_by}` with times as epoch seconds; `import`
+also accepts ISO-8601 times and lines with only the first fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deepresearch.errors import InputError
+from deepresearch.facts import Fact, normalize_category
+from deepresearch.kb.lifecycle import expires_at
+
+if TYPE_CHECKING:
+    from deepresearch.kb.store import AddResult, KnowledgeBase
+
+FORMATS = ("jsonl", "csv", "parquet")
+EXPORT_COLUMNS = (
+    "id",
+    "fact",
+    "source_url",
+    "sources",
+    "category",
+    "confidence",
+    "research_topic",
+    "created_at",
+    "verified_at",
+    "expires_at",
+    "status",
+    "superseded_by",
+)
+AGE_BUCKETS = (
+    (1, "< 1 day"),
+    (7, "1-7 days"),
+    (30, "7-30 days"),
+    (180, "30-180 days"),
+    (math.inf, "> 180 days"),
+)
+
+
+def _arrow_facts(kb: KnowledgeBase) -> Any:
+    import pyarrow as pa
+
+    rows = kb.conn.execute(
+        "select id, fact, source_url, category, confidence, research_topic, created_at, verified_at,"
+        " expires_at, status, superseded_by from facts order by rid"
+    ).fetchall()
+    sources: dict[str, list[str]] = {}
+    for fid, url in kb.conn.execute("select fact_id, url from fact_sources order by added_at, rowid"):
+        sources.setdefault(fid, []).append(url)
+    names = (
+        "id",
+        "fact",
+        "source_url",
+        "category",
+        "confidence",
+        "research_topic",
+        "created_at",
+        "verified_at",
+        "expires_at",
+        "status",
+        "superseded_by",
+    )
+    columns = {name: [r[i] for r in rows] for i, name in enumerate(names)}
+    columns["sources"] = [sources.get(r[0], []) for r in rows]
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("fact", pa.string()),
+            ("source_url", pa.string()),
+            ("category", pa.string()),
+            ("confidence", pa.float64()),
+            ("research_topic", pa.string()),
+            ("created_at", pa.float64()),
+            ("verified_at", pa.float64()),
+            ("expires_at", pa.float64()),
+            ("status", pa.string()),
+            ("superseded_by", pa.string()),
+            ("sources", pa.list_(pa.string())),
+        ]
+    )
+    return pa.table({name: columns[name] for name in schema.names}, schema=schema)
+
+
+def _duck(kb: KnowledgeBase) -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("facts", _arrow_facts(kb))
+    return con
+
+
+def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
+    """Counts by category and status, age histogram, expiring within 7 days, confidence, top sources."""
+    now = time.time() if now is None else now
+    con = _duck(kb)
+    ages = " ".join(
+        f"when (? - verified_at) / 86400 < {limit} then '{label}'" for limit, label in AGE_BUCKETS[:-1]
+    )
+    result: dict[str, Any] = {
+        "total": con.execute("select count(*) from facts").fetchone()[0],
+        "by_status": dict(con.execute("select status, count(*) from facts group by 1 order by 1").fetchall()),
+        "by_category": {
+            c: dict(zip(("total", "active", "expired", "superseded"), rest, strict=False))
+            for c, *rest in con.execute(
+                "select category, count(*), count(*) filter (status = 'active'), count(*) filter (status = 'expired'),"
+                " count(*) filter (status = 'superseded') from facts group by 1 order by 1"
+            ).fetchall()
+        },
+        "age_histogram": dict(
+            con.execute(
+                f"select case {ages} else '{AGE_BUCKETS[-1][1]}' end as bucket, count(*) from facts"
+                " where status = 'active' group by 1 order by min(verified_at) desc",
+                [now] * (len(AGE_BUCKETS) - 1),
+            ).fetchall()
+        ),
+        "expiring_within_7_days": dict(
+            con.execute(
+                "select category, count(*) from facts where status = 'active' and expires_at >= ? and expires_at <= ?"
+                " group by 1 order by 1",
+                [now, now + 7 * 86400],
+            ).fetchall()
+        ),
+        "confidence_histogram": dict(
+            con.execute(
+                "select printf('%.1f-%.1f', b / 5.0, (b + 1) / 5.0), n from (select least(floor(confidence * 5), 4)::int as b,"
+                " count(*) as n from facts where status = 'active' group by 1) order by b"
+            ).fetchall()
+        ),
+        "top_sources": [
+            {"url": url, "facts": n}
+            for url, n in con.execute(
+                "select url, count(*) from (select unnest(sources) as url from facts) group by 1 order by 2 desc, 1 limit 10"
+            ).fetchall()
+        ],
+    }
+    from deepresearch.db import get_meta
+
+    result["embedding_model"] = get_meta(kb.conn, "kb.embedding_model")
+    result["embedding_dimension"] = get_meta(kb.conn, "kb.embedding_dimension")
+    con.close()
+    return result
+
+
+def export(kb: KnowledgeBase, path: Path | str, fmt: str = "jsonl") -> int:
+    """Write all facts to `path` as jsonl, csv or parquet; returns the number of rows."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r} — use one of {', '.join(FORMATS)}")
+    con = _duck(kb)
+    cols = ", ".join(EXPORT_COLUMNS)
+    if fmt == "csv":  # CSV has no list type: sources become a JSON array string
+        cols = cols.replace("sources", "to_json(sources)::varchar as sources")
+    options = {"jsonl": "format json", "csv": "format csv, header true", "parquet": "format parquet"}[fmt]
+    target = str(Path(path)).replace("'", "''")
+    con.execute(f"copy (select {cols} from facts) to '{target}' ({options})")
+    count = con.execute("select count(*) from facts").fetchone()[0]
+    con.close()
+    return int(count)
+
+
+def parse_time(value: Any, default: float) -> float:
+    """Epoch seconds from epoch numbers or ISO-8601 text (naive times are UTC); missing → default."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        raise ValueError(f"not a time: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def fact_from_record(record: dict[str, Any], now: float, config: Any) -> Fact:
+    """A Fact from one interchange record (ValueError when malformed; expiry computed if absent)."""
+    if not isinstance(record, dict):
+        raise ValueError("a line must be a JSON object")
+    text = record.get("fact")
+    if not isinstance(text, str):
+        raise ValueError("missing 'fact' text")
+    created = parse_time(record.get("created_at"), now)
+    verified = parse_time(record.get("verified_at"), created)
+    sources = record.get("sources") or []
+    if isinstance(sources, str):  # CSV exports carry sources as a JSON array string
+        sources = json.loads(sources)
+    if "expires_at" in record:
+        expiry = None if record["expires_at"] is None else parse_time(record["expires_at"], 0.0)
+    else:
+        expiry = expires_at(normalize_category(record.get("category")), verified, config)
+    confidence = record.get("confidence")
+    return Fact(
+        fact=text,
+        source_url=str(record.get("source_url") or ""),
+        research_topic=str(record.get("research_topic") or ""),
+        category=str(record.get("category") or ""),
+        confidence=0.7 if confidence is None else confidence,
+        created_at=created,
+        verified_at=verified,
+        expires_at=expiry,
+        status=record.get("status") or "active",
+        superseded_by=record.get("superseded_by") or None,
+        id=str(record.get("id") or ""),
+        sources=[str(s) for s in sources],
+    )
+
+
+def import_jsonl(kb: KnowledgeBase, path: Path | str, now: float | None = None) -> AddResult:
+    """Import an interchange JSONL file; malformed lines are rejected with their line number."""
+    from deepresearch.kb.store import AddResult
+
+    now = time.time() if now is None else now
+    try:
+        # only "\n" ends a JSONL line: splitlines() would also split on U+0085/U+2028 inside strings
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc} — pass a UTF-8 JSONL file") from None
+    facts: list[Fact] = []
+    bad = AddResult()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            facts.append(fact_from_record(json.loads(line), now, kb.config))
+        except (ValueError, TypeError) as exc:
+            bad.rejected.append((Fact(fact=line[:200], source_url=""), f"line {number}: {exc}"))
+    result = kb._store(facts, now, keep_identity=True)
+    result.rejected = bad.rejected + result.rejected
+    return result

@@ -1,0 +1,82 @@
+"""`KnowledgeBase.check()`: prove facts, sources, history, vectors and FTS rows agree."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deepresearch.db import get_meta
+from deepresearch.kb.index import vec_dimension
+
+if TYPE_CHECKING:
+    from deepresearch.kb.store import KnowledgeBase
+
+
+def _ids(rows: list[tuple]) -> str:
+    shown = ", ".join(str(r[0]) for r in rows[:5])
+    return shown + (f" (+{len(rows) - 5} more)" if len(rows) > 5 else "")
+
+
+def check(kb: KnowledgeBase) -> list[str]:
+    """A list of human-readable problems; empty when everything agrees."""
+    conn = kb.conn
+    problems: list[str] = []
+    try:
+        conn.execute("insert into fact_fts (fact_fts, rank) values ('integrity-check', 1)")
+    except Exception as exc:  # FTS5 reports a mismatch with its content table as an error
+        problems.append(
+            f"FTS index does not match the facts table ({exc}) — rebuild with"
+            " `insert into fact_fts(fact_fts) values('rebuild')`"
+        )
+    queries = {
+        "facts without any source": "select id from facts f where not exists (select 1 from fact_sources s where s.fact_id = f.id)",
+        "facts whose source_url is not among their sources": "select id from facts f where not exists"
+        " (select 1 from fact_sources s where s.fact_id = f.id and s.url = f.source_url)",
+        "facts without an add/merge history row": "select id from facts f where not exists"
+        " (select 1 from fact_history h where h.fact_id = f.id and h.event in ('add', 'merge'))",
+        "superseded facts without a valid superseded_by": "select id from facts f where status = 'superseded' and"
+        " (superseded_by is null or not exists (select 1 from facts g where g.id = f.superseded_by))",
+    }
+    for label, sql in queries.items():
+        rows = conn.execute(sql).fetchall()
+        if rows:
+            problems.append(f"{len(rows)} {label}: {_ids(rows)}")
+    dim = get_meta(conn, "kb.embedding_dimension")
+    if not getattr(conn, "vec_version", None):
+        problems.append(f"vectors not checked: sqlite-vec is not available ({conn.vec_error})")
+        return problems
+    if vec_dimension(conn) is None:
+        problems.append("the vector table fact_vec is missing — run `deepresearch kb reembed`")
+        return problems
+    if dim is not None and int(dim) != vec_dimension(conn):
+        problems.append(
+            f"meta says {dim}-d vectors but fact_vec holds {vec_dimension(conn)}-d — run `deepresearch kb reembed`"
+        )
+    vec_rows = {
+        r[0]: r[1:]
+        for r in conn.execute("select rowid, category, status, verified_at, confidence from fact_vec")
+    }
+    fact_rows = {
+        r[0]: r[1:]
+        for r in conn.execute("select rid, category, status, verified_at, confidence, id from facts")
+    }
+    missing = [(fact_rows[r][4],) for r in fact_rows if r not in vec_rows]
+    orphans = [(r,) for r in vec_rows if r not in fact_rows]
+    stale = [
+        (fact_rows[r][4],)
+        for r in fact_rows
+        if r in vec_rows and tuple(vec_rows[r]) != tuple(fact_rows[r][:4])
+    ]
+    if missing:
+        problems.append(
+            f"{len(missing)} facts without a vector: {_ids(missing)} — run `deepresearch kb reembed`"
+        )
+    if orphans:
+        problems.append(
+            f"{len(orphans)} vectors without a fact (rowids): {_ids(orphans)} — run `deepresearch kb reembed`"
+        )
+    if stale:
+        problems.append(
+            f"{len(stale)} vectors whose lifecycle columns differ from their fact: {_ids(stale)}"
+            " — run `deepresearch kb reembed`"
+        )
+    return problems

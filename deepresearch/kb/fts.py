@@ -1,0 +1,105 @@
+"""Keyword recall over the FTS5 trigram index: the degraded path when vectors cannot be used.
+
+User text never reaches FTS5 syntax: each term becomes a quoted string (quotes doubled), so
+operators, parentheses, `NEAR`, `*` or `:` in a query are just characters. The trigram
+tokenizer matches any 3+ character substring, which makes Chinese/Japanese text (no
+spaces) searchable; shorter terms ("AI", two-character CJK words) fall back to LIKE.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+import numpy as np
+
+from deepresearch.kb.index import Filter
+from deepresearch.text import STOPWORDS, has_cjk, normalize_space
+
+_TERM = re.compile(r"[^\W_]+(?:[-'.][^\W_]+)*", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+MAX_TERMS = 32
+
+
+def terms(text: str) -> tuple[list[str], list[str]]:
+    """(terms of 3+ characters for MATCH, shorter terms for LIKE) from free user text."""
+    long_terms: list[str] = []
+    short_terms: list[str] = []
+    for token in _TERM.findall(normalize_space(text).lower()):
+        pieces = [token]
+        if has_cjk(token):
+            # CJK runs have no word boundaries: search their overlapping trigrams.
+            pieces = []
+            for run in _CJK_RUN.findall(token):
+                pieces.extend(run[i : i + 3] for i in range(max(1, len(run) - 2)))
+            pieces.extend(p for p in _CJK_RUN.split(token) if p)
+        for piece in pieces:
+            if piece in STOPWORDS or not piece.strip():
+                continue
+            target = long_terms if len(piece) >= 3 else short_terms
+            if piece not in target:
+                target.append(piece)
+    return long_terms[:MAX_TERMS], short_terms[:MAX_TERMS]
+
+
+def match_expression(text: str) -> str | None:
+    """A safe FTS5 MATCH string: every term quoted and OR-ed; None when no term is long enough."""
+    long_terms, _ = terms(text)
+    if not long_terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
+
+
+def _like_pattern(term: str) -> str:
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def visibility_sql(flt: Filter, alias: str = "f") -> tuple[str, list[Any]]:
+    """SQL condition + params for the lifecycle rules (decayed-confidence floor excluded)."""
+    statuses = flt.visibility.statuses
+    parts, params = [], []
+    for category, cutoff in flt.visibility.cutoffs(flt.now).items():
+        if cutoff is None:
+            parts.append(f"{alias}.category = ?")
+            params.append(category)
+        else:
+            parts.append(f"({alias}.category = ? and {alias}.verified_at >= ?)")
+            params.extend([category, cutoff])
+    sql = (
+        f"{alias}.status in ({','.join('?' * len(statuses))}) and {alias}.confidence >= ?"
+        f" and ({' or '.join(parts) or '0'})"
+    )
+    return sql, [*statuses, flt.min_confidence, *params]
+
+
+def search_fts(conn: Any, text: str, flt: Filter, k: int) -> list[tuple[int, float]]:
+    """Top-k (rid, relevance in 0..1 from BM25) among eligible facts matching the words of `text`."""
+    where, params = visibility_sql(flt)
+    expr = match_expression(text)
+    if expr is not None:
+        rows: Iterator[tuple] = conn.execute(
+            "select f.rid, bm25(fact_fts), f.category, f.verified_at, f.confidence"
+            f" from fact_fts join facts f on f.rid = fact_fts.rowid where fact_fts match ? and {where}"
+            " order by bm25(fact_fts)",
+            [expr, *params],
+        )
+    else:
+        _, short_terms = terms(text)
+        if not short_terms:
+            return []
+        likes = " or ".join("f.fact like ? escape '\\'" for _ in short_terms)
+        rows = conn.execute(
+            f"select f.rid, 0.0, f.category, f.verified_at, f.confidence from facts f where ({likes}) and {where}"
+            " order by f.verified_at desc",
+            [*(_like_pattern(t) for t in short_terms), *params],
+        )
+    out: list[tuple[int, float]] = []
+    for rid, score, category, verified, raw in rows:
+        factor = flt.decay_factor(category, np.array([(flt.now - verified) / 86400.0]))[0]
+        if raw * factor < flt.min_confidence:
+            continue
+        strength = max(0.0, -float(score))
+        out.append((int(rid), strength / (1.0 + strength) if expr else 0.5))
+        if len(out) >= k:
+            break
+    return out

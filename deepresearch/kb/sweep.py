@@ -1,0 +1,108 @@
+"""The expiry sweep: mark facts past `expires_at` expired (or delete them with purge).
+
+Cron-safe by construction: each batch is its own short `BEGIN IMMEDIATE` transaction, so a
+research run writing to the same WAL database waits milliseconds, never the whole sweep;
+rows are selected by the partial index on `expires_at`; a second run finds nothing to do.
+Purged facts keep their history (a `delete` row records the text).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deepresearch.db import set_meta, transaction
+from deepresearch.errors import DeepResearchError
+
+if TYPE_CHECKING:
+    from deepresearch.kb.store import KnowledgeBase
+
+MISSING_KEY = "kb.vectors_missing"  # same key as store.MISSING_KEY (store imports this module lazily)
+
+
+@dataclass
+class SweepResult:
+    """Counts of one sweep (`expired` newly marked, `purged` deleted)."""
+
+    expired: int = 0
+    purged: int = 0
+    batches: int = 0
+    dry_run: bool = False
+    seconds: float = 0.0
+    now: float = 0.0
+
+    def summary(self) -> str:
+        """One line for logs and cron mail."""
+        verb = "would expire" if self.dry_run else "expired"
+        text = f"sweep: {verb} {self.expired} fact(s)"
+        if self.purged or not self.dry_run:
+            text += f", {'would purge' if self.dry_run else 'purged'} {self.purged}"
+        return f"{text} in {self.batches} batch(es), {self.seconds:.2f}s"
+
+
+def _due(kb: KnowledgeBase, now: float, purge: bool, limit: int) -> list[tuple[int, str, str, str]]:
+    # Purge also removes facts an earlier sweep already marked expired.
+    statuses = "('active', 'expired')" if purge else "('active')"
+    return kb.conn.execute(
+        "select rid, id, fact, status from facts where expires_at is not null and expires_at < ?"
+        f" and status in {statuses} order by expires_at limit ?",
+        (now, limit),
+    ).fetchall()
+
+
+def sweep(
+    kb: KnowledgeBase,
+    *,
+    now: float | None = None,
+    purge: bool = False,
+    batch: int = 500,
+    dry_run: bool = False,
+) -> SweepResult:
+    """Expire (or delete) every fact whose `expires_at` is before `now`, `batch` rows per transaction."""
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    result = SweepResult(dry_run=dry_run, now=now)
+    if dry_run:
+        rows = _due(kb, now, purge, -1)
+        result.expired = sum(1 for r in rows if r[3] == "active")
+        result.purged = len(rows) if purge else 0
+        result.batches = 0
+        result.seconds = time.perf_counter() - started
+        return result
+    vectors = kb.has_vectors
+    if (
+        purge
+        and not vectors
+        and kb.conn.execute("select 1 from sqlite_master where name = 'fact_vec'").fetchone()
+    ):
+        raise DeepResearchError(
+            "sweep --purge must delete vectors too, but sqlite-vec is not available — fix: pip install"
+            " sqlite-vec sqlean-py, or run the sweep without --purge"
+        )
+    while True:
+        with transaction(kb.conn):
+            rows = _due(kb, now, purge, batch)
+            for rid, fact_id, text, status in rows:
+                if purge:
+                    kb.conn.execute("delete from facts where rid = ?", (rid,))
+                    if vectors:
+                        kb.conn.execute("delete from fact_vec where rowid = ?", (rid,))
+                    kb._log(fact_id, "delete", now, text, None, "purged by sweep (past expires_at)")
+                    result.purged += 1
+                else:
+                    kb.conn.execute("update facts set status = 'expired' where rid = ?", (rid,))
+                    if vectors:
+                        kb.conn.execute("update fact_vec set status = 'expired' where rowid = ?", (rid,))
+                    else:
+                        set_meta(kb.conn, MISSING_KEY, "1")  # vector rows resync when sqlite-vec is back
+                    kb._log(fact_id, "expire", now, None, None, "past expires_at")
+                if status == "active":
+                    result.expired += 1
+            if rows:
+                kb._bump()
+                result.batches += 1
+        if len(rows) < batch:
+            break
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,128 @@
+"""The expiry sweep: exact, idempotent, batched, purge keeps history, and safe while another
+process writes to the same database."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from deepresearch.config import KBConfig
+from deepresearch.db import connect
+from deepresearch.facts import Fact
+from deepresearch.kb.store import KnowledgeBase
+from tests.fakes import FakeEmbedder
+
+NOW = 1_800_000_000.0
+DAY = 86400.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def kb(tmp_path):
+    conn = connect(tmp_path / "kb.db")
+    yield KnowledgeBase(conn, FakeEmbedder(), KBConfig())
+    conn.close()
+
+
+def _seed(kb: KnowledgeBase) -> dict[str, str]:
+    """market_data facts verified 6.99 and 7.01 days before NOW (TTL 7), plus a historical one."""
+    ids = {}
+    for label, age in (("below", 6.99), ("above", 7.01)):
+        for i in range(7):
+            fact = Fact(f"Market figure {label} number {i}", f"https://m.example/{label}/{i}", category="market_data",
+                        created_at=NOW - age * DAY)
+            ids[f"{label}{i}"] = kb.add_facts([fact], now=NOW - age * DAY).added[0]
+    ids["historic"] = kb.add_facts([Fact("The company was founded in 1993", "https://h.example", category="historical",
+                                         created_at=NOW - 9000 * DAY)], now=NOW).added[0]
+    return ids
+
+
+def _statuses(kb: KnowledgeBase) -> dict[str, str]:
+    return dict(kb.conn.execute("select id, status from facts"))
+
+
+def test_sweep_expires_exactly_the_facts_past_expires_at_and_is_idempotent(kb):
+    ids = _seed(kb)
+    dry = kb.sweep(now=NOW, dry_run=True)
+    assert (dry.expired, dry.purged, dry.dry_run) == (7, 0, True)
+    assert set(_statuses(kb).values()) == {"active"}
+    result = kb.sweep(now=NOW, batch=3)
+    assert (result.expired, result.batches) == (7, 3)
+    statuses = _statuses(kb)
+    assert {k for k, v in ids.items() if statuses[v] == "expired"} == {f"above{i}" for i in range(7)}
+    assert kb.sweep(now=NOW).expired == 0
+    assert [e.event for e in kb.history(ids["above0"])] == ["add", "expire"]
+    assert [e.event for e in kb.history(ids["below0"])] == ["add"]
+    assert "expired 7 fact(s)" in result.summary()
+    assert kb.check() == []
+
+
+def test_purge_deletes_rows_vectors_and_fts_but_keeps_history(kb):
+    ids = _seed(kb)
+    kb.sweep(now=NOW)
+    dry = kb.sweep(now=NOW + 1, purge=True, dry_run=True)
+    assert (dry.expired, dry.purged) == (0, 7)
+    result = kb.sweep(now=NOW + 1, purge=True)
+    assert (result.expired, result.purged) == (0, 7)
+    assert kb.conn.execute("select count(*) from facts").fetchone()[0] == 8
+    assert kb.conn.execute("select count(*) from fact_vec").fetchone()[0] == 8
+    assert kb.query("Market figure above", mode="off", now=NOW, top_k=50).hits[0].id != ids["above0"]
+    assert [e.event for e in kb.history(ids["above0"])] == ["add", "expire", "delete"]
+    assert kb.sweep(now=NOW + 1, purge=True).purged == 0
+    assert kb.sweep(now=NOW + 10**9, purge=True).purged == 7  # historical stays
+    assert kb.check() == []
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from deepresearch.config import KBConfig
+    from deepresearch.db import connect
+    from deepresearch.facts import Fact
+    from deepresearch.kb.store import KnowledgeBase
+    from tests.fakes import FakeEmbedder
+
+    kb = KnowledgeBase(connect({db!r}), FakeEmbedder(), KBConfig())
+    for i in range({n}):
+        kb.add_facts([Fact(f"Fresh writer fact number {{i}} while sweeping", f"https://w.example/{{i}}")])
+    print("done", flush=True)
+    """
+)
+
+
+def test_sweep_while_another_process_inserts(kb, tmp_path):
+    """Two processes on one WAL file: no lost row, no 'database is locked'."""
+    month_ago = time.time() - 30 * DAY  # the sweeps below use the real clock, like cron
+    old = [Fact(f"Stale market number {i} due for expiry", f"https://s.example/{i}", category="market_data",
+                created_at=month_ago) for i in range(400)]
+    assert len(kb.add_facts(old, now=month_ago).added) == 400
+    db = str(tmp_path / "kb.db")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER.format(root=str(ROOT), db=db, n=150)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    expired = purged = sweeps = 0
+    deadline = time.monotonic() + 120
+    while writer.poll() is None and time.monotonic() < deadline:
+        result = kb.sweep(batch=7)
+        expired += result.expired
+        sweeps += 1
+        if sweeps % 3 == 0:
+            purged += kb.sweep(batch=5, purge=True).purged
+    out, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err
+    assert "locked" not in err.lower() and "done" in out
+    expired += kb.sweep().expired
+    purged += kb.sweep(purge=True).purged
+    assert sweeps >= 2
+    assert expired == 400 and purged == 400
+    rows = dict(kb.conn.execute("select status, count(*) from facts group by status"))
+    assert rows == {"active": 150}
+    assert kb.conn.execute("select count(*) from fact_history where event = 'delete'").fetchone()[0] == 400
+    assert kb.check() == []
