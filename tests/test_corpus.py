@@ -10,7 +10,7 @@ import pytest
 
 from deepresearch.config import CorpusConfig
 from deepresearch.db import connect
-from deepresearch.errors import DimensionMismatch, NotFound
+from deepresearch.errors import DimensionMismatch, NotFound, SearchError
 from deepresearch.search.corpus import Corpus, chunk_text, fts_query, rrf_fuse
 from deepresearch.search.readers import TableSpec, html_to_text
 from tests.fakes import FakeEmbedder
@@ -361,3 +361,38 @@ def test_progress_callback_reports_files(corpus: Corpus, tmp_path: Path) -> None
     corpus.add_paths([tmp_path], glob="*.txt", progress=events.append)
     assert [e.files_done for e in events] == [1, 2, 3]
     assert events[-1].files_total == 3 and events[-1].chunks == 3
+
+
+def test_without_sqlite_vec_keyword_search_works_and_vectors_backfill_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPRESEARCH_DISABLE_VEC", "1")
+    conn = connect(tmp_path / "ws.db")
+    assert conn.vec_version is None
+    degraded = Corpus(conn, FakeEmbedder(), CorpusConfig())
+    note = tmp_path / "a.md"
+    note.write_text("Coral reefs bleach when the sea is too warm.")
+    assert degraded.add_paths([note]).added == [str(note)]
+    assert degraded.search("coral bleaching", 1)[0].url == note.as_uri()  # hybrid falls back to BM25
+    with pytest.raises(SearchError, match="--mode bm25"):
+        degraded.search("coral", 1, mode="vector")
+    conn.close()
+    monkeypatch.delenv("DEEPRESEARCH_DISABLE_VEC")
+    conn = connect(tmp_path / "ws.db")
+    corpus = Corpus(conn, FakeEmbedder(), CorpusConfig())
+    other = tmp_path / "b.md"
+    other.write_text("Kelp forests grow in cold water.")
+    corpus.add_paths([other])  # the next ingest embeds what was stored without vectors
+    assert counts(corpus) == (2, 2, 2, 2)
+    assert corpus.search("coral reefs warm sea", 1, mode="vector")[0].url == note.as_uri()
+    conn.close()
+
+
+def test_table_without_text_rows_is_an_error(corpus: Corpus, tmp_path: Path) -> None:
+    header_only = tmp_path / "h.csv"
+    header_only.write_text("id,text\n")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text(json.dumps({"id": "1", "text": "   "}) + "\n")
+    report = corpus.add_paths([header_only, blank])
+    assert len(report.errors) == 2 and all("no rows with text in column 'text'" in e for e in report.errors)
+    assert corpus.sources() == []

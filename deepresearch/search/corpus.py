@@ -194,6 +194,34 @@ class Corpus:
         self._ensure_vec_table(embedder)
         return embedder.embed_batch(texts)
 
+    def embed_missing(self, batch: int = ROW_BATCH) -> int:
+        """Embed chunks stored without a vector (ingested while sqlite-vec was unavailable)."""
+        if not self.vectors_enabled or not self.count_chunks():
+            return 0
+        have = (
+            self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if self._has_vec_table() else 0
+        )
+        if have >= self.count_chunks():
+            return 0
+        embedder = self.embedder
+        assert embedder is not None
+        self._ensure_vec_table(embedder)
+        missing = self.conn.execute(
+            """select c.id, d.title, c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id
+               where not exists (select 1 from corpus_vec v where v.rowid = c.id) order by c.id"""
+        ).fetchall()
+        for start in range(0, len(missing), batch):
+            part = missing[start : start + batch]
+            vectors = embedder.embed_batch([f"{t}\n{x}" if t else x for _, t, x in part])
+            with transaction(self.conn):
+                for (chunk_id, _, _), vector in zip(part, vectors, strict=True):
+                    self.conn.execute(
+                        "insert into corpus_vec (rowid, embedding) values (?, ?)",
+                        (chunk_id, vector.tobytes()),
+                    )
+        log.info("embedded %d chunks that had no vector", len(missing))
+        return len(missing)
+
     # --- ingestion ----------------------------------------------------------------------------
 
     def add_paths(
@@ -208,6 +236,9 @@ class Corpus:
         report = IngestReport()
         started = time.perf_counter()
         files = self._expand(paths, glob, report)
+        if files:
+            with sqlite_errors("the workspace database"):
+                self.embed_missing()
         for index, path in enumerate(files):
             try:
                 with sqlite_errors("the workspace database"):

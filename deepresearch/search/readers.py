@@ -376,7 +376,7 @@ def iter_table(path: Path, spec: TableSpec, batch_size: int = 512) -> Iterator[l
         base_uri = path.absolute().as_uri()
         try:
             cursor = con.execute(f"select {select} from {source}", [str(path)])
-            row_number = 0
+            row_number = produced = 0
             while True:
                 rows = cursor.fetchmany(batch_size)
                 if not rows:
@@ -395,10 +395,16 @@ def iter_table(path: Path, spec: TableSpec, batch_size: int = 512) -> Iterator[l
                             url=url or f"{base_uri}#{quote(key, safe='')}",
                         )
                     )
-                yield batch
+                produced += len(batch)
+                if batch:
+                    yield batch
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
             raise InputError(f"{path}: DuckDB failed while reading rows ({first}) — check the file") from None
+        if not produced:
+            raise InputError(
+                f"{path}: no rows with text in column {cols['text_col']!r} — check the file or --text-col"
+            )
     finally:
         con.close()
 

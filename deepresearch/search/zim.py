@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from deepresearch.errors import SearchError
 from deepresearch.search.backends import SearchBackend, SearchResult
@@ -33,7 +33,7 @@ class ZimBackend(SearchBackend):
     name = "zim"
     io_bound = False
 
-    def __init__(self, files: list[str | Path]):
+    def __init__(self, files: Sequence[str | Path]):
         if not files:
             raise SearchError("no ZIM files configured — set search.zim.files to your Kiwix .zim files")
         reader, _ = _libzim()
