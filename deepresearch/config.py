@@ -151,7 +151,11 @@ class ResearchConfig(_Section):
     kb_write: bool = Field(True, description="Store extracted facts in the knowledge base.")
     max_tokens: int = Field(256, ge=16, description="Cap on tokens the model generates per research step.")
     kb_cover_similarity: float = Field(
-        0.75, ge=0, le=1, description="A query whose best fresh KB fact is this similar is not searched again."
+        0.5,
+        ge=0,
+        le=1,
+        description="KB facts at least this similar to a query count toward covering it; a query whose key"
+        " words such fresh facts all mention is not searched again.",
     )
 
 

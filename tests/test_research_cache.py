@@ -17,7 +17,7 @@ def _run(ws, embedder, backend):  # type: ignore[no-untyped-def]
         2.0  # never skip the search because the KB covers it: this test is about the cache
     )
     return run_research(
-        ws, "How does SQLite WAL treat readers?", RunOptions(loops=1, queries=1), deps=deps
+        ws, QUERY, RunOptions(loops=1, queries=1), deps=deps
     ), deps
 
 

@@ -57,7 +57,7 @@ def test_a_loop_without_new_facts_stops_early(workspace, fake_embedder):
     backend = ListBackend({"file:///corpus/wal.md": DOCS["file:///corpus/wal.md"]})
     result = run_research(
         workspace,
-        TOPIC,
+        "sqlite wal readers",
         RunOptions(loops=4, queries=2),
         deps=make_deps(workspace, fake_embedder, model, backend),
     )

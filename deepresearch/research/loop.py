@@ -9,6 +9,7 @@ Every finished step is checkpointed, so `resume` continues a killed run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -97,7 +98,7 @@ class TimedModel(ChatModel):
             self.state.bump("llm_seconds", time.perf_counter() - start)
 
 
-def build_deps(ws: Workspace, state: ResearchState) -> steps.Deps:
+def build_deps(ws: Workspace, opts: RunOptions) -> steps.Deps:
     """The real dependencies for a workspace: KB, GGUF model, embedder, backend, cache."""
     from deepresearch.kb.lifecycle import age_tag
     from deepresearch.kb.store import KnowledgeBase
@@ -107,7 +108,7 @@ def build_deps(ws: Workspace, state: ResearchState) -> steps.Deps:
     from deepresearch.search.backends import get_backend
     from deepresearch.search.cache import SearchCache
 
-    opts, cfg = state.options, ws.config
+    cfg = ws.config
     cache = (
         SearchCache(ws.cache_dir, cfg.search.cache.ttl_seconds)
         if opts.use_cache and cfg.search.cache.enabled
@@ -170,9 +171,10 @@ def run_research(
     else:
         state = ResearchState(new_id(), topic or "", options or options_from_config(ws))
         store.create(state)
-    deps = deps or build_deps(ws, state)
-    if deps.model is not None and not isinstance(deps.model, TimedModel):
-        deps.model = TimedModel(deps.model, state)
+    deps = deps or build_deps(ws, state.options)
+    model = deps.model.model if isinstance(deps.model, TimedModel) else deps.model
+    # A copy, so a caller can reuse its deps for the next run: timings go to this run's counters.
+    deps = dataclasses.replace(deps, model=None if model is None else TimedModel(model, state))
     base, started = state.elapsed, time.perf_counter()
 
     def elapsed() -> float:

@@ -12,7 +12,7 @@ from typing import Any
 
 from deepresearch.research import prompts
 from deepresearch.research.state import ResearchState
-from deepresearch.research.steps import Deps, ask, parse_cited, rank_by_similarity
+from deepresearch.research.steps import Deps, ask, parse_cited, rank_by_similarity, supported
 from deepresearch.text import content_words
 
 ANSWER_SENTENCES = 3
@@ -34,12 +34,6 @@ class _Citations:
         return f"[{self.numbers[url]}]"
 
 
-def _grounded(sentence: str, ids: list[str], evidence: dict[str, str], min_overlap: float = 0.6) -> bool:
-    words = set(content_words(sentence))
-    support = set(content_words(" ".join(evidence[i] for i in ids)))
-    return bool(ids and words) and len(words & support) / len(words) >= min_overlap
-
-
 def _answer(
     state: ResearchState, deps: Deps, evidence: dict[str, str]
 ) -> tuple[list[tuple[str, list[str]]], str, int]:
@@ -52,11 +46,19 @@ def _answer(
         ),
         None,
         "answer",
+        40 * ANSWER_SENTENCES,
     )
     invalid = 0
     if isinstance(text, str) and text.strip():
         sentences, invalid = parse_cited(text, set(evidence))
-        kept = [(s, ids) for s, ids in sentences if _grounded(s, ids, evidence)]
+        kept: list[tuple[str, list[str]]] = []
+        for s, ids in sentences:
+            words = set(content_words(s))
+            # Markup and near-repeats are how a small model pads an answer: drop them.
+            if "#" in s or any(words <= set(content_words(k)) for k, _ in kept):
+                continue
+            if supported(s, ids, evidence):
+                kept.append((s, ids))
         if kept:
             return kept[:ANSWER_SENTENCES], "llm", invalid
     ranked = rank_by_similarity(deps.embedder, state.topic, list(evidence.values()))

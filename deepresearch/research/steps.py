@@ -29,6 +29,8 @@ QUESTION_WORDS = frozenset(
     "work works working explain describe difference between compare use used using mean means way ways"
     " happen happens kind kinds type types make makes thing things know tell".split()
 )
+_SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]*$")
+_LABEL = re.compile(r"^(evidence|summary|answer|question)\s*:\s*", re.I)
 _BRACKET = re.compile(r"\[([^\[\]]{1,24})\]")
 
 
@@ -54,14 +56,21 @@ class Deps:
 
 
 def ask(
-    deps: Deps, state: ResearchState, messages: list[dict[str, str]], schema: dict | None, what: str
+    deps: Deps,
+    state: ResearchState,
+    messages: list[dict[str, str]],
+    schema: dict | None,
+    what: str,
+    max_tokens: int = 256,
 ) -> Any:
     """One serialized model call; None when there is no model, the budget is spent, or it fails."""
     if deps.model is None or deps.over_budget():
         return None
     deps.progress("model", what=what)
     try:
-        out = deps.model.complete(messages, schema=schema, max_tokens=state.options.max_tokens)
+        out = deps.model.complete(
+            messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens)
+        )
     except ModelError as exc:
         log.warning("model call for %s failed: %s; using the fallback", what, exc)
         state.bump("llm_failures")
@@ -86,14 +95,21 @@ def clean_queries(raw: Any, done: list[str], n: int, anchor: str) -> list[str]:
     if not isinstance(raw, list):
         return []
     seen = {_key(q) for q in done}
-    anchor_words = set(content_words(anchor))
+    anchor_words = {stem(w) for w in content_words(anchor)}
     out: list[str] = []
     for item in raw:
         if not isinstance(item, str):
             continue
         query = normalize_space(item).strip("\"' ")
         key = _key(query)
-        if not key or len(query) > 160 or key in seen or not anchor_words & set(key.split()):
+        words = [stem(w) for w in key.split()]
+        # Grounded: most words of a query come from the question or the known facts.
+        if (
+            not key
+            or len(query) > 160
+            or key in seen
+            or sum(w in anchor_words for w in words) * 2 < len(words)
+        ):
             continue
         seen.add(key)
         out.append(query)
@@ -113,23 +129,43 @@ def topic_words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(content_words(text)) if w not in QUESTION_WORDS]
 
 
+def stem(word: str) -> str:
+    """A crude stem so "copies"/"copy" and "checkpoints"/"checkpoint" match."""
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)][:8]
+    return word[:8]
+
+
+def missing_words(question: str, covered_text: str) -> list[str]:
+    """Key words of `question` that `covered_text` never mentions (the knowledge gap)."""
+    covered = {stem(w) for w in content_words(covered_text)}
+    return [w for w in topic_words(question) if stem(w) not in covered]
+
+
 def gap_queries(state: ResearchState, deps: Deps, covered_text: str, n: int) -> list[str]:
     """Fallback queries: the topic, its words no fresh fact covers, and stale facts to re-check."""
-    covered = set(content_words(covered_text))
     words = topic_words(state.topic)
-    gap = [w for w in words if w not in covered]
+    gap = missing_words(state.topic, covered_text)
     candidates = []
-    if not state.known or gap:
+    if not covered_text.strip() or len(gap) == len(words):
         candidates.append(state.topic)
-    if gap and len(gap) < len(words):
-        # The missing words plus a little context from the covered ones, as keywords.
+    elif gap:
+        # Only what is missing, plus a little context from the covered words, as keywords.
         candidates.append(" ".join((gap + [w for w in words if w not in gap])[: max(len(gap) + 2, 3)]))
     candidates += [truncate(k.fact, 100) for k in state.known if not _fresh(deps, state, k)]
     return clean_queries(candidates, state.queries_done, n, state.topic + " " + covered_text)
 
 
-def _sentences(text: str) -> list[str]:
-    return [s for s in split_sentences(text) if 20 <= len(s) <= 400 and len(content_words(s)) >= 3]
+_MARKUP_LINE = re.compile(r"^\s*(#{1,6}\s|[-*_=]{3,}\s*$|\|)", re.M)
+
+
+def prose_sentences(text: str) -> list[str]:
+    """Sentences fit to quote: headings, rules and table rows dropped; not too short or long."""
+    kept = "\n".join(line for line in text.splitlines() if not _MARKUP_LINE.match(line))
+    return [s for s in split_sentences(kept) if 20 <= len(s) <= 400 and len(content_words(s)) >= 3]
 
 
 def rank_by_similarity(embedder: Any, query: str, items: list[str]) -> list[tuple[float, int]]:
@@ -144,6 +180,8 @@ def rank_by_similarity(embedder: Any, query: str, items: list[str]) -> list[tupl
 def parse_cited(text: str, allowed: set[str]) -> tuple[list[tuple[str, list[str]]], int]:
     """Split model text into (sentence, cited ids); bracketed ids not in `allowed` are dropped, counted."""
     out, invalid = [], 0
+    # "claim. [S1] Next" → "claim [S1]. Next": a citation after the period belongs to the claim before it.
+    text = re.sub(r"([.!?。！？])\s*((?:\[[^\[\]]{1,24}\]\s*)+)", lambda m: f" {m.group(2).strip()}{m.group(1)} ", text)
     for sentence in split_sentences(text):
         ids: list[str] = []
         for group in _BRACKET.findall(sentence):
@@ -153,26 +191,27 @@ def parse_cited(text: str, allowed: set[str]) -> tuple[list[tuple[str, list[str]
                     ids.append(item)
                 else:
                     invalid += 1
-        clean = normalize_space(_BRACKET.sub("", sentence)).replace(" .", ".")
+        clean = _LABEL.sub("", normalize_space(_BRACKET.sub("", sentence)).replace(" .", "."))
         if clean:
             out.append((clean, list(dict.fromkeys(ids))))
     return out, invalid
 
 
-def grounded_rewrite(
-    text: Any, evidence: dict[str, str], min_overlap: float = 0.6
-) -> list[tuple[str, list[str]]] | None:
+def supported(sentence: str, ids: list[str], evidence: dict[str, str], min_overlap: float = 0.6) -> bool:
+    """True if the sentence cites evidence ids and most of its words occur in that evidence."""
+    words = set(content_words(sentence))
+    support = set(content_words(" ".join(evidence[i] for i in ids)))
+    complete = bool(_SENTENCE_END.search(sentence))  # a sentence cut by max_tokens is not a claim
+    return complete and bool(ids and words) and len(words & support) / len(words) >= min_overlap
+
+
+def grounded_rewrite(text: Any, evidence: dict[str, str]) -> list[tuple[str, list[str]]] | None:
     """Accept a model rewrite only if every sentence cites given ids and its words are in them."""
     if not isinstance(text, str) or not text.strip():
         return None
     sentences, invalid = parse_cited(text, set(evidence))
-    if invalid or not sentences:
+    if invalid or not sentences or not all(supported(s, ids, evidence) for s, ids in sentences):
         return None
-    for sentence, ids in sentences:
-        words = set(content_words(sentence))
-        support = set(content_words(" ".join(evidence[i] for i in ids)))
-        if not ids or not words or len(words & support) / len(words) < min_overlap:
-            return None
     return sentences
 
 
@@ -206,26 +245,29 @@ def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
     known_text, mode_note = prompts.render_known(state.known, state.options.lifecycle, deps.age_tag)
     messages = prompts.plan_messages(state.topic, known_text, mode_note, n)
     fresh_text = " ".join(k.fact for k in state.known if _fresh(deps, state, k))
-    data = ask(deps, state, messages, prompts.PLAN_SCHEMA, "planning")
+    data = ask(deps, state, messages, prompts.PLAN_SCHEMA, "planning", 24 * n + 32)
     anchor = state.topic + " " + " ".join(k.fact for k in state.known)
-    queries = clean_queries(data.get("queries") if isinstance(data, dict) else None, [], n, anchor)
-    method = "llm"
-    if not queries:
-        queries, method = gap_queries(state, deps, fresh_text, n), "fallback"
+    proposed = clean_queries(data.get("queries") if isinstance(data, dict) else None, [], n, anchor)
+    # The grounded query (topic or gap) always goes first; the model's add variety after it.
+    queries = clean_queries(gap_queries(state, deps, fresh_text, 1) + proposed, [], n, anchor)
+    method = "llm+fallback" if set(queries) & set(proposed) else "fallback"
     deps.progress("plan", queries=queries, method=method)
     return {"pending": queries, "planning_prompt": messages[-1]["content"]}
 
 
 def _covered_by_kb(state: ResearchState, deps: Deps, query: str) -> bool:
-    """True when a fresh KB fact already answers the query closely (KB first: skip the search)."""
+    """True when fresh KB facts already answer the query (KB first: skip the search)."""
     if deps.kb is None:
         return False
-    hits = deps.kb.query(query, mode=state.options.lifecycle, freshness=state.options.fresh, top_k=3).hits
-    for h in hits:
-        known = Known(h.id, h.fact, [], h.category, h.confidence, h.age_days)
-        if h.relevance >= deps.cover_similarity and _fresh(deps, state, known):
-            return True
-    return False
+    hits = deps.kb.query(query, mode=state.options.lifecycle, freshness=state.options.fresh, top_k=5).hits
+    close = [
+        h.fact
+        for h in hits
+        if h.relevance >= deps.cover_similarity
+        and _fresh(deps, state, Known(h.id, h.fact, [], h.category, h.confidence, h.age_days))
+    ]
+    # Covered = related fresh facts that, together, mention every key word of the query.
+    return bool(close) and not missing_words(query, " ".join(close))
 
 
 def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any], bool, str | None]:
@@ -293,7 +335,7 @@ def summarize(state: ResearchState, deps: Deps) -> dict[str, Any]:
             (sid, s)
             for sid in state.new_sources
             if by_sid[sid].query == query
-            for s in _sentences(by_sid[sid].text)
+            for s in prose_sentences(by_sid[sid].text)
         ]
         ranked = rank_by_similarity(deps.embedder, query, [s for _, s in items])
         chosen: list[tuple[str, list[str]]] = []
@@ -315,6 +357,7 @@ def summarize(state: ResearchState, deps: Deps) -> dict[str, Any]:
             ),
             None,
             "summary",
+            40 * SUMMARY_SENTENCES,
         )
         rewrite = grounded_rewrite(text, evidence)
         if rewrite:
@@ -385,6 +428,7 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
         prompts.reflect_messages(state.topic, state.queries_done, truncate(findings, 2000), n),
         prompts.REFLECT_SCHEMA,
         "reflection",
+        24 * n + 48,
     )
     data = data if isinstance(data, dict) else {}
     follow = clean_queries(data.get("follow_up_queries"), state.queries_done, n, state.topic + " " + findings)
@@ -392,7 +436,7 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
     fallback = gap_queries(state, deps, seen_text, n) if state.known or state.summaries else []
     if not follow:
         follow = fallback
-    gap_words = [w for w in topic_words(state.topic) if w not in set(content_words(seen_text))]
+    gap_words = missing_words(state.topic, seen_text)
     # The model's "sufficient" is trusted only when the evidence agrees: findings cover every topic word.
     # Without a model answer, "sufficient" is decided by the evidence alone.
     sufficient = bool(data.get("sufficient", True)) and len(findings.splitlines()) >= 2 and not gap_words
