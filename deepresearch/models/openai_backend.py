@@ -1,0 +1,200 @@
+"""The `openai` chat backend: any server speaking the OpenAI chat-completions format.
+
+llama-server, Ollama (`/v1`), LM Studio and vLLM all do. Transient failures (429, 5xx,
+connection errors, timeouts) are retried with exponential backoff (a `Retry-After` header
+wins); a request the server refuses (400/401/403/404/422) fails at once with a message that
+names the fix, because sending it again cannot succeed. Bodies that are not the expected
+JSON raise `ModelError` instead of leaking a KeyError.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from deepresearch.errors import ModelError
+from deepresearch.models.llm import ChatModel, Completion, Message, parse_json
+
+if TYPE_CHECKING:
+    import httpx
+
+    from deepresearch.config import OpenAIConfig
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 30.0
+_HINTS = {
+    400: "the server rejected the request — check llm.openai.model and that the server supports"
+    " response_format json_schema",
+    401: "check the API key in the environment variable named by llm.openai.api_key_env",
+    403: "the API key is not allowed to use this model — check llm.openai.api_key_env and llm.openai.model",
+    404: "check llm.openai.base_url (it usually ends in /v1) and llm.openai.model",
+    422: "the server could not process the request — check llm.openai.model",
+}
+
+
+def _is_retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+class OpenAIModel(ChatModel):
+    """A chat model behind an OpenAI-compatible HTTP API."""
+
+    def __init__(
+        self,
+        config: OpenAIConfig,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.config = config
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.name = config.model
+        self._sleep = sleep
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> httpx.Client:
+        """One pooled HTTP client per model (thread-safe)."""
+        with self._lock:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(timeout=self.config.timeout)
+            return self._client
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.config.api_key_env, "")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _url(self, path: str) -> str:
+        return self.config.base_url.rstrip("/") + path
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        header = response.headers.get("retry-after") if response is not None else None
+        if header:
+            try:
+                return min(max(float(header), 0.0), MAX_BACKOFF_SECONDS)
+            except ValueError:
+                pass  # an HTTP date: fall back to our own schedule
+        return min(self.config.backoff_seconds * (2**attempt), MAX_BACKOFF_SECONDS)
+
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, retries: int | None = None
+    ) -> Any:
+        """Send one request with retries; the decoded JSON body or ModelError."""
+        import httpx
+
+        url = self._url(path)
+        retries = self.config.max_retries if retries is None else retries
+        last = ""
+        for attempt in range(retries + 1):
+            response = None
+            try:
+                response = self.client.request(method, url, json=body, headers=self._headers())
+            except httpx.TimeoutException:
+                last = f"no answer within {self.config.timeout:g} s (llm.openai.timeout)"
+            except httpx.TransportError as exc:
+                last = f"cannot connect: {exc} — is the server running at llm.openai.base_url?"
+            else:
+                if response.status_code < 300:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise ModelError(
+                            f"{url} returned a body that is not JSON ({response.text[:120]!r}) — "
+                            "is llm.openai.base_url an OpenAI-compatible API?"
+                        ) from None
+                detail = _error_detail(response)
+                if not _is_retryable(response.status_code):
+                    hint = _HINTS.get(response.status_code, "check llm.openai settings")
+                    raise ModelError(
+                        f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}"
+                    )
+                last = f"HTTP {response.status_code}: {detail}"
+            if attempt < retries:
+                delay = self._delay(attempt, response)
+                log.warning("%s failed (%s); retry %d/%d in %.1f s", url, last, attempt + 1, retries, delay)
+                self._sleep(delay)
+        raise ModelError(
+            f"{url} failed after {retries + 1} attempts ({last}) — check the server, or raise"
+            " llm.openai.max_retries / llm.openai.timeout"
+        )
+
+    def complete(
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """One chat completion over HTTP; with `schema`, asks for json_schema output."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "max_tokens": max_tokens or self.max_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+        }
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        start = time.perf_counter()
+        payload = self._request("POST", "/chat/completions", body)
+        seconds = time.perf_counter() - start
+        try:
+            message = payload["choices"][0]["message"]
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not a string")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"{self._url('/chat/completions')} answered without choices[0].message.content ({exc}) — "
+                "is llm.openai.base_url an OpenAI-compatible chat API?"
+            ) from None
+        usage = payload.get("usage") or {}
+        return Completion(
+            text=text,
+            data=parse_json(text) if schema is not None else None,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
+            model=str(payload.get("model") or self.config.model),
+        )
+
+    def info(self) -> dict[str, Any]:
+        """Server URL and whether it lists the configured model (one quick request)."""
+        payload = self._request("GET", "/models", retries=0)
+        served = (
+            [m.get("id") for m in (payload.get("data") or []) if isinstance(m, dict)]
+            if isinstance(payload, dict)
+            else []
+        )
+        return {
+            "name": self.config.model,
+            "backend": "openai",
+            "path": self.config.base_url,
+            "served_models": served,
+            "model_listed": self.config.model in served,
+        }
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's error message if the body has one, else the start of the body."""
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:200]
+        if isinstance(error, str):
+            return error[:200]
+    except ValueError:
+        pass
+    return response.text[:200] or response.reason_phrase

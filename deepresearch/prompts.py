@@ -1,0 +1,127 @@
+"""Prompt templates for the models layer and the KB: fact extraction, fact merging, JSON retry.
+
+Every prompt is a `Prompt` with named `$slots` (string.Template syntax, so JSON braces in
+the text need no escaping). `prompt.messages(**slots)` fills them and refuses missing or
+unknown slots, so a renamed slot fails loudly instead of sending a half-filled prompt.
+The research loop keeps its own prompts in `deepresearch/research/prompts.py`.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from deepresearch.facts import CATEGORIES
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A system + user message pair with `$name` slots."""
+
+    name: str
+    system: str
+    user: str
+
+    @property
+    def slots(self) -> set[str]:
+        """The slot names this prompt needs."""
+        names: set[str] = set()
+        for text in (self.system, self.user):
+            for _, named, braced, _ in string.Template.pattern.findall(text):
+                if named or braced:
+                    names.add(named or braced)
+        return names
+
+    def messages(self, **values: Any) -> list[dict[str, str]]:
+        """Chat messages with every slot filled; missing or unknown slots raise KeyError."""
+        missing, unknown = self.slots - set(values), set(values) - self.slots
+        if missing or unknown:
+            raise KeyError(f"prompt {self.name}: missing slots {sorted(missing)}, unknown {sorted(unknown)}")
+        text = {k: str(v) for k, v in values.items()}
+        out = []
+        if self.system:
+            out.append({"role": "system", "content": string.Template(self.system).substitute(text)})
+        out.append({"role": "user", "content": string.Template(self.user).substitute(text)})
+        return out
+
+
+_CATEGORY_GUIDE = (
+    "market_data (shares, prices, rankings, growth, revenue), "
+    "product_info (features, specs, versions, releases), "
+    "strategy (plans, investments, partnerships, acquisitions), "
+    "technology (principles, architectures, standards, protocols), "
+    "historical (events that happened, births, foundings, milestones)"
+)
+
+EXTRACT_FACTS = Prompt(
+    name="extract_facts",
+    system=(
+        "You extract facts from a source text. A fact is one short, self-contained sentence that "
+        "states one checkable claim, copied or closely paraphrased from the source, naming its "
+        "subject (no 'he', 'it', 'this'). Never invent, never use outside knowledge, never copy "
+        "these instructions. Answer with JSON only."
+    ),
+    user=(
+        "Research topic: $topic\n\n"
+        'Source text:\n"""\n$text\n"""\n\n'
+        "List up to $max_facts facts from the source text, most relevant to the topic first. "
+        f"category is one of: {_CATEGORY_GUIDE}. "
+        "confidence (0.5 to 1.0) is how clearly the source states it.\n"
+        'Answer as {"facts": [{"fact": "...", "category": "...", "confidence": 0.9}]}'
+    ),
+)
+
+
+def extract_schema(max_facts: int) -> dict[str, Any]:
+    """JSON schema of an EXTRACT_FACTS answer (kept small: big schemas make slow grammars)."""
+    return {
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "maxItems": max_facts,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "fact": {"type": "string"},
+                        "category": {"enum": list(CATEGORIES)},
+                        # A short enum, not a number: the grammar stays small and tiny
+                        # models cannot run off into 16-digit numbers.
+                        "confidence": {"enum": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]},
+                    },
+                    "required": ["fact", "category", "confidence"],
+                },
+            }
+        },
+        "required": ["facts"],
+    }
+
+
+MERGE_FACTS = Prompt(
+    name="merge_facts",
+    system=(
+        "You merge two versions of a fact into one sentence. Keep every detail of the old fact "
+        "that the new fact does not contradict or replace; take the new value where they "
+        "disagree. Add nothing else. Answer with JSON only."
+    ),
+    user=(
+        "Old fact: $old\nNew fact: $new\n\n"
+        'Example: old "The cat is 2 years old and very clingy", new "The cat is 3 years old" -> '
+        '{"merged": "The cat is 3 years old and very clingy", "contradiction": false}\n'
+        "Set contradiction to true only if the two cannot both be true and the new one does not "
+        'simply update the old one.\nAnswer as {"merged": "...", "contradiction": false}'
+    ),
+)
+
+MERGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"merged": {"type": "string"}, "contradiction": {"type": "boolean"}},
+    "required": ["merged", "contradiction"],
+}
+
+JSON_RETRY = Prompt(
+    name="json_retry",
+    system="",
+    user="That answer was invalid ($problems). Answer again with JSON only, exactly in the requested shape.",
+)

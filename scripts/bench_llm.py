@@ -1,0 +1,141 @@
+"""Benchmark the llama-cpp backend: prompt and generation speed, free vs JSON-schema constrained.
+
+    python3 scripts/bench_llm.py --hotpotqa ../shared/eval/multihop/hotpotqa_train.json \
+        --models smollm2-135m-instruct gemma3-270m --tokens 96 --repeats 3
+
+One run, same extraction prompt for every mode (the real EXTRACT_FACTS prompt over a
+HotpotQA paragraph, topic = its question). Modes, interleaved per repeat, medians reported:
+- prompt: prompt tokens/s (KV cache reset before each timing);
+- free: generation without a schema;
+- stock grammar: llama-cpp-python's own path (grammar checked over the whole vocabulary
+  for every token) — the baseline;
+- lazy grammar: this project's sampler (sample, check only the chosen token, resample
+  among the top tokens only when the grammar rejects it).
+Generation cost is per generated token with the prompt already in the KV cache, so the
+ratio to free generation is the price of the constraint. Target: lazy ≤ 1.5× free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deepresearch.config import LLMConfig  # noqa: E402
+from deepresearch.prompts import EXTRACT_FACTS, extract_schema  # noqa: E402
+
+FALLBACK_TEXT = (
+    "Marie Curie was a Polish and naturalised-French physicist and chemist who conducted pioneering research "
+    "on radioactivity. She was the first woman to win a Nobel Prize, the first person to win a Nobel Prize "
+    "twice, and the only person to win a Nobel Prize in two scientific fields. In 1903 she shared the Nobel "
+    "Prize in Physics with Pierre Curie and Henri Becquerel. In 1911 she won the Nobel Prize in Chemistry."
+)
+
+
+def _messages(hotpotqa: Path | None) -> list[dict[str, str]]:
+    topic, text = "Marie Curie's Nobel Prizes", FALLBACK_TEXT
+    if hotpotqa is not None:
+        item = json.loads(hotpotqa.read_text(encoding="utf-8"))[0]
+        title = item["supporting_facts"][0][0]
+        text = "".join(next(s for t, s in item["context"] if t == title))
+        topic = item["question"]
+    return EXTRACT_FACTS.messages(topic=topic, text=text, max_facts=5)
+
+
+def bench_model(
+    name: str, messages: list[dict[str, str]], tokens: int, repeats: int, threads: int | None
+) -> dict:
+    """Median figures for one model."""
+    from deepresearch.models.llama_backend import LlamaCppModel
+
+    model = LlamaCppModel(LLMConfig(model_path=name, n_threads=threads))
+    llama = model._load()
+    schema = extract_schema(5)
+    samples: dict[str, list[float]] = {"prompt": [], "free": [], "stock": [], "lazy": []}
+    grammar_counts: dict[str, Any] = {}
+    prompt_tokens = 0
+    model.complete(messages, max_tokens=4, temperature=0.0)  # warm-up: load, caches
+    for _ in range(repeats):
+        llama.reset()  # cold KV cache: the next call evaluates the whole prompt
+        out = model.complete(messages, max_tokens=1, temperature=0.0)
+        prompt_tokens = out.prompt_tokens
+        samples["prompt"].append(out.prompt_tokens / out.seconds)
+        # Prompt now cached: the calls below time generation (plus one prompt token).
+        for mode in ("free", "stock", "lazy"):
+            llama.lazy_grammar = mode != "stock"
+            out = model.complete(
+                messages, schema=None if mode == "free" else schema, max_tokens=tokens, temperature=0.0
+            )
+            samples[mode].append(out.seconds / max(out.completion_tokens, 1))
+            if mode == "lazy":
+                grammar_counts = out.extra.get("grammar_tokens", {})
+    llama.lazy_grammar = True
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "model": name,
+        "n_vocab": llama.n_vocab(),
+        "threads": llama.n_threads,
+        "prompt_tokens": prompt_tokens,
+        "prompt_tok_s": med["prompt"],
+        "free_ms_per_tok": med["free"] * 1000,
+        "free_tok_s": 1 / med["free"],
+        "stock_ms_per_tok": med["stock"] * 1000,
+        "lazy_ms_per_tok": med["lazy"] * 1000,
+        "stock_vs_free": med["stock"] / med["free"],
+        "lazy_vs_free": med["lazy"] / med["free"],
+        "lazy_grammar_tokens": grammar_counts,
+    }
+
+
+def main() -> None:
+    """Parse arguments, benchmark each model, print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--hotpotqa", type=Path, help="hotpotqa_train.json for a real paragraph as the prompt"
+    )
+    parser.add_argument(
+        "--models", nargs="+", default=["smollm2-135m-instruct"], help="shipped names or GGUF paths"
+    )
+    parser.add_argument("--tokens", type=int, default=96, help="max generated tokens per call")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: llm.n_threads rule)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    messages = _messages(args.hotpotqa)
+    rows = [bench_model(name, messages, args.tokens, args.repeats, args.threads) for name in args.models]
+    cols = [
+        ("model", "model"),
+        ("vocab", "n_vocab"),
+        ("threads", "threads"),
+        ("prompt tok", "prompt_tokens"),
+        ("prompt tok/s", "prompt_tok_s"),
+        ("free tok/s", "free_tok_s"),
+        ("free ms/tok", "free_ms_per_tok"),
+        ("stock grammar ms/tok", "stock_ms_per_tok"),
+        ("lazy grammar ms/tok", "lazy_ms_per_tok"),
+        ("stock ÷ free", "stock_vs_free"),
+        ("lazy ÷ free", "lazy_vs_free"),
+    ]
+    print("| " + " | ".join(c for c, _ in cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in rows:
+        print(
+            "| "
+            + " | ".join(f"{row[k]:.2f}" if isinstance(row[k], float) else str(row[k]) for _, k in cols)
+            + " |"
+        )
+    for row in rows:
+        print(f"{row['model']}: lazy-grammar tokens {row['lazy_grammar_tokens']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

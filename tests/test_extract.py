@@ -1,0 +1,221 @@
+"""Grounded fact extraction logic with FakeChatModel: grounding, fallback, categories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deepresearch.errors import ModelError
+from deepresearch.facts import CATEGORIES
+from deepresearch.models.extract import (
+    classify_category,
+    extract_document,
+    extract_facts,
+    fallback_facts,
+    grounding_problem,
+    is_grounded,
+)
+from deepresearch.models.llm import ChatModel, Completion
+from tests.fakes import FakeChatModel
+
+URL = "https://example.org/curie"
+SOURCE = (
+    "Marie Curie was a Polish and naturalised-French physicist who worked in Paris. "
+    "She was born in Warsaw in 1867. "
+    "Marie Curie won the Nobel Prize in Physics in 1903 together with Pierre Curie and Henri Becquerel. "
+    "In 1911 she won a second Nobel Prize, in Chemistry, for the discovery of polonium and radium. "
+    "The Curie Institute in Paris was founded in 1920 by Marie Curie and Claudius Regaud. "
+    "See https://example.org/more for details."
+)
+
+
+def _facts(*items: tuple[str, str, float]) -> dict:
+    return {"facts": [{"fact": f, "category": c, "confidence": p} for f, c, p in items]}
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "Marie Curie won the Nobel Prize in Physics in 1903.",
+        "Marie Curie was born in Warsaw in 1867.",  # names from one sentence, the rest from the next
+        "The Curie Institute in Paris was founded in 1920.",
+        "In 1911 Marie Curie won the Nobel Prize in Chemistry for discovering polonium and radium.",
+    ],
+)
+def test_supported_facts_are_grounded(fact):
+    assert is_grounded(fact, SOURCE), grounding_problem(fact, SOURCE)
+
+
+@pytest.mark.parametrize(
+    "fact, reason",
+    [
+        ("Marie Curie won the Nobel Prize in Physics in 1904.", "numbers not in source"),
+        ("Albert Einstein won the Nobel Prize in Physics in 1903.", "names not in source"),
+        ("Marie Curie invented the telephone and sold millions of them.", "of its words are in the source"),
+        ("Marie Curie", "too short"),
+        ("Nobel Prize Physics Warsaw Poland", "a phrase, not a claim"),
+        ("Marie Curie, Pierre Curie, Henri Becquerel", "a phrase, not a claim"),
+        ("More details are at https://example.org/more for Marie Curie.", "contains a URL"),
+        ("Did Marie Curie win the Nobel Prize in Physics?", "a question"),
+        ("Extract up to 5 facts from the source text as JSON with a category.", "numbers not in source"),
+    ],
+)
+def test_unsupported_facts_are_rejected_with_a_reason(fact, reason):
+    assert not is_grounded(fact, SOURCE)
+    assert reason in grounding_problem(fact, SOURCE)
+
+
+def test_fact_cannot_stitch_words_from_far_apart_sentences():
+    source = (
+        "Alice founded Acme in Berlin. " + "Filler sentence about weather today. " * 5 + "Bob sold bicycles."
+    )
+    assert not is_grounded("Alice sold bicycles at Acme in Berlin.", source)
+
+
+def test_topic_echo_is_rejected():
+    assert "repeats the topic" in grounding_problem(
+        "Marie Curie won the Nobel Prize.", SOURCE, topic="Marie Curie won the Nobel Prize"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, category",
+    [
+        ("Nvidia's data-center revenue grew 40% to $10 billion in the quarter.", "market_data"),
+        ("The iPhone 15 was released with a USB-C port and 8 GB of memory.", "product_info"),
+        ("The company plans to acquire a stake in the startup and invest in a joint venture.", "strategy"),
+        ("TCP is a transport protocol; its congestion-control algorithm is based on AIMD.", "technology"),
+        ("Marie Curie was born in Warsaw in 1867.", "historical"),
+        ("The sky looks blue to most people.", "strategy"),
+        ("英伟达AI芯片销量增长，市场份额达到80%。", "market_data"),
+        ("该公司成立于1998年。", "historical"),
+    ],
+)
+def test_classify_category_rules(text, category):
+    assert classify_category(text) == category
+    assert classify_category(text) in CATEGORIES
+
+
+def test_fallback_keeps_self_contained_sentences_with_names_or_numbers():
+    text = (
+        "However, Acme Corp shipped 5 million units in 2023. It was a record. "
+        "They also said many things about the future.\n"
+        "- Berlin became the headquarters of Acme Corp in 2019.\n\n"
+        "Some words without any names at all here. "
+        + "Acme Corp reported that "
+        + "very long clause, " * 30
+        + "it grew; and another clause follows here."
+    )
+    facts = fallback_facts(text, topic="Acme shipments", limit=5)
+    assert facts[0] == "Acme Corp shipped 5 million units in 2023."
+    assert "Berlin became the headquarters of Acme Corp in 2019." in facts
+    assert not any(f.startswith(("It ", "They ", "However", "-")) for f in facts)
+    assert all(len(f) <= 300 for f in facts)
+
+
+def test_model_facts_grounded_are_kept_with_the_real_url_and_fallback_fills():
+    model = FakeChatModel(
+        [
+            _facts(
+                ("Marie Curie won the Nobel Prize in Physics in 1903.", "historical", 0.95),
+                ("Marie Curie was born in Berlin in 1870.", "historical", 0.9),  # invented
+                ("See https://example.org/more", "strategy", 0.5),  # URL garbage
+            )
+        ]
+    )
+    result = extract_facts(SOURCE, URL, topic="Marie Curie", model=model, max_facts=3)
+    assert result.method == "mixed" and result.proposed == 3 and result.rejected == 2
+    assert result.methods[0] == "model" and set(result.methods[1:]) == {"fallback"}
+    first = result.facts[0]
+    assert (first.fact, first.category, first.confidence) == (
+        "Marie Curie won the Nobel Prize in Physics in 1903.",
+        "historical",
+        0.9,
+    )  # capped
+    assert all(f.source_url == URL and f.research_topic == "Marie Curie" for f in result.facts)
+    assert all(is_grounded(f.fact, SOURCE) for f in result.facts)
+    assert {why.split(":")[0] for _, why in result.rejections} == {"numbers not in source", "contains a URL"}
+    # the fallback never repeats what the model already said
+    assert not any("1903" in f.fact for f in result.facts[1:])
+    schema = model.history[0]["schema"]
+    assert schema["properties"]["facts"]["maxItems"] == 3
+
+
+@pytest.mark.parametrize("reply", ["", "I cannot do that.", '{"facts": "none"}', {"facts": []}])
+def test_unusable_model_output_falls_back_entirely(reply):
+    model = FakeChatModel([reply])
+    result = extract_facts(SOURCE, URL, topic="Curie Nobel Prize", model=model, max_facts=2)
+    assert result.method == "fallback" and len(result.facts) == 2 and result.rejected == 0
+    assert all(is_grounded(f.fact, SOURCE) and f.source_url == URL for f in result.facts)
+    assert len(model.history) == 1  # no second generation: the fallback is cheaper
+
+
+def test_truncated_answer_keeps_its_complete_items():
+    full = json.dumps(
+        _facts(
+            ("Marie Curie was born in Warsaw in 1867.", "historical", 0.8),
+            ("The Curie Institute in Paris was founded in 1920.", "historical", 0.9),
+        )
+    )
+    model = FakeChatModel([full[:-30]])  # cut inside the second item
+    result = extract_facts(SOURCE, URL, model=model, max_facts=1)
+    assert result.methods == ["model"] and result.facts[0].fact == "Marie Curie was born in Warsaw in 1867."
+
+
+class _Broken(ChatModel):
+    name = "broken"
+
+    def complete(self, messages, schema=None, max_tokens=None, temperature=None) -> Completion:  # type: ignore[no-untyped-def]
+        raise ModelError("server at 127.0.0.1 is down")
+
+
+def test_backend_failure_falls_back_and_reports_it():
+    result = extract_facts(SOURCE, URL, model=_Broken(), max_facts=2)
+    assert result.method == "fallback" and len(result.facts) == 2 and "is down" in result.error
+
+
+def test_repeated_model_facts_are_deduplicated():
+    same = ("Marie Curie won the Nobel Prize in Physics in 1903.", "historical", 0.9)
+    result = extract_facts(SOURCE, URL, model=FakeChatModel([_facts(same, same, same)]), max_facts=5)
+    assert [f.fact for f in result.facts].count(same[0]) == 1
+    assert result.rejected == 2
+
+
+def test_model_category_is_kept_when_known_else_rules_decide():
+    model = FakeChatModel([_facts(("Marie Curie was born in Warsaw in 1867.", "Market Data", 0.7))])
+    result = extract_facts(SOURCE, URL, model=model, max_facts=1)
+    assert result.facts[0].category == "market_data"
+
+
+def test_empty_or_factless_text_returns_nothing():
+    assert extract_facts("", URL).method == "none"
+    result = extract_facts("ok. yes. no.", URL, model=FakeChatModel([_facts(("ok yes no", "strategy", 1.0))]))
+    assert result.facts == [] and result.method == "none" and result.rejected == 1
+
+
+def test_extract_document_chunks_and_deduplicates():
+    paragraph = "Acme Corp opened a factory in Lyon in 2001. Acme Corp hired 300 workers in Lyon in 2002."
+    text = "\n\n".join([paragraph, "Beta Ltd was founded in Oslo in 1999.", paragraph])
+    progress = []
+    result = extract_document(
+        text, "file:///notes.md", max_facts=5, chunk_chars=100, progress=lambda i, n: progress.append((i, n))
+    )
+    assert progress[-1][0] == progress[-1][1] >= 2
+    texts = [f.fact for f in result.facts]
+    assert len(texts) == len(set(texts)) == 3
+    assert all(f.source_url == "file:///notes.md" for f in result.facts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=120), max_size=6), st.sampled_from(["", "Nobel Prize"]))
+def test_whatever_the_model_says_returned_facts_are_grounded(proposals, topic):
+    reply = {"facts": [{"fact": p, "category": "strategy", "confidence": 0.5} for p in proposals]}
+    for r in (reply, json.dumps(reply)[:50], "\n".join(proposals)):
+        result = extract_facts(SOURCE, URL, topic=topic, model=FakeChatModel([r]), max_facts=4)
+        assert len(result.facts) <= 4 and len(result.facts) == len(result.methods)
+        for fact in result.facts:
+            assert is_grounded(fact.fact, SOURCE) and fact.source_url == URL
+            assert 0.0 <= fact.confidence <= 1.0 and fact.category in CATEGORIES

@@ -1,0 +1,58 @@
+"""Extraction with the real shipped GGUF: only grounded facts, the real URL, fallback on bad output."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepresearch.models.extract import extract_facts, is_grounded
+from deepresearch.models.llm import ChatModel, Completion
+
+pytestmark = pytest.mark.slow
+
+# A real passage (Wikipedia, "The Prestige (film)", CC BY-SA), as HotpotQA ships it.
+URL = "https://en.wikipedia.org/wiki/The_Prestige_(film)"
+PASSAGE = (
+    "The Prestige is a 2006 British-American mystery thriller film directed by Christopher Nolan, from a "
+    "screenplay adapted by Nolan and his brother Jonathan from Christopher Priest's 1995 novel of the same "
+    "name. Its story follows Robert Angier and Alfred Borden, rival stage magicians in London at the end of "
+    "the 19th century. Obsessed with creating the best stage illusion, they engage in competitive "
+    "one-upmanship with tragic results. The film stars Hugh Jackman as Robert Angier, "
+    "Christian Bale as Alfred Borden, and "
+    "David Bowie as Nikola Tesla. It also stars Michael Caine, Scarlett Johansson, Piper Perabo, "
+    "Andy Serkis, and Rebecca Hall."
+)
+
+
+def test_real_model_extraction_returns_only_grounded_facts_with_the_real_url(real_llm):
+    result = extract_facts(PASSAGE, URL, topic="Who starred in The Prestige?", model=real_llm, max_facts=3)
+    assert 1 <= len(result.facts) <= 3
+    assert result.method in ("model", "fallback", "mixed")
+    assert result.proposed >= 0 and result.rejected == len(result.rejections)
+    for fact, method in zip(result.facts, result.methods, strict=True):
+        assert is_grounded(fact.fact, PASSAGE), fact.fact
+        assert fact.source_url == URL and fact.research_topic == "Who starred in The Prestige?"
+        assert method in ("model", "fallback") and 0 < fact.confidence <= 1
+
+
+class _Starved(ChatModel):
+    """The real model with a 3-token budget: its JSON is always cut off (unusable)."""
+
+    name = "starved"
+
+    def __init__(self, inner: ChatModel):
+        self.inner = inner
+        self.calls = 0
+
+    def complete(self, messages, schema=None, max_tokens=None, temperature=None) -> Completion:  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self.inner.complete(messages, schema=schema, max_tokens=3, temperature=temperature)
+
+
+def test_fallback_takes_over_when_real_model_output_is_unusable(real_llm):
+    starved = _Starved(real_llm)
+    result = extract_facts(PASSAGE, URL, topic="The Prestige cast", model=starved, max_facts=3)
+    assert starved.calls == 1
+    assert result.method == "fallback" and result.methods == ["fallback"] * len(result.facts)
+    assert len(result.facts) >= 2
+    assert all(is_grounded(f.fact, PASSAGE) and f.source_url == URL for f in result.facts)
+    assert not any(URL in f.fact or "JSON" in f.fact for f in result.facts)
