@@ -45,9 +45,27 @@ def test_add_query_history(home, fake_model):
     assert fid in lines[2]
     as_json = json.loads(kb(home, "query", "AI chip sales", "--json").stdout)
     assert as_json["degraded"] is False and as_json["reason"] is None
-    assert set(as_json["hits"][0]) == {"id", "fact", "source_url", "sources", "category", "confidence",
-                                       "raw_confidence", "relevance", "age_days", "created_at", "research_topic"}
-    again = kb(home, "add", "AI chip sales tripled in 2024 according to analysts.", "--source", "https://example.com/b", "--json")
+    assert set(as_json["hits"][0]) == {
+        "id",
+        "fact",
+        "source_url",
+        "sources",
+        "category",
+        "confidence",
+        "raw_confidence",
+        "relevance",
+        "age_days",
+        "created_at",
+        "research_topic",
+    }
+    again = kb(
+        home,
+        "add",
+        "AI chip sales tripled in 2024 according to analysts.",
+        "--source",
+        "https://example.com/b",
+        "--json",
+    )
     assert json.loads(again.stdout)["reconfirmed"] == [fid]
     hist = kb(home, "history", fid)
     assert hist.exit_code == 0
@@ -63,12 +81,19 @@ def test_add_rejected_exits_1(home, fake_model):
 
 def test_query_filters_and_invalid_mode(home, fake_model):
     _add(home, "Quarterly revenue of the chip maker rose", "--category", "market_data")
-    for args in (["--lifecycle", "bogus"], ["--lifecycle", "off", "--category", "market_data"], ["--fresh", "high"],
-                 ["--min-confidence", "0.5", "--top-k", "1"]):
+    for args in (
+        ["--lifecycle", "bogus"],
+        ["--lifecycle", "off", "--category", "market_data"],
+        ["--fresh", "high"],
+        ["--min-confidence", "0.5", "--top-k", "1"],
+    ):
         result = kb(home, "query", "chip revenue", *args, "--json")
         assert result.exit_code == 0, (args, result.output)
         assert len(json.loads(result.stdout)["hits"]) == 1
-    assert json.loads(kb(home, "query", "chip revenue", "--min-confidence", "0.9", "--json").stdout)["hits"] == []
+    assert (
+        json.loads(kb(home, "query", "chip revenue", "--min-confidence", "0.9", "--json").stdout)["hits"]
+        == []
+    )
     assert kb(home, "query", "chip revenue", "--min-confidence", "2").exit_code == 2
     empty = kb(home, "query", "chip revenue", "--category", "historical")
     assert empty.exit_code == 0 and "no facts found" in empty.stderr
@@ -79,7 +104,9 @@ def test_degraded_query_prints_warning(home, fake_model, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_DISABLE_VEC", "1")
     result = kb(home, "query", "keyword search")
     assert result.exit_code == 0
-    assert result.stderr.startswith("Warning: keyword search only, not semantic recall: sqlite-vec is not available")
+    assert result.stderr.startswith(
+        "Warning: keyword search only, not semantic recall: sqlite-vec is not available"
+    )
     assert "Keyword search still finds" in result.stdout
     data = json.loads(kb(home, "query", "keyword search", "--json").stdout)
     assert data["degraded"] is True and "sqlite-vec" in data["reason"] and len(data["hits"]) == 1
@@ -89,11 +116,18 @@ def test_model_mismatch_exits_1_names_reembed_and_leaves_db_unchanged(home, fake
     _add(home, "Facts embedded with the first model")
     db = home / "deepresearch.db"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
-    monkeypatch.setitem(embed._CACHE, ("sentence-transformers", None), FakeEmbedder(dimension=128, model_id="other-model"))
-    for args in (["query", "first model"], ["add", "Another fact for the other model", "--source", "https://x.example"]):
+    monkeypatch.setitem(
+        embed._CACHE, ("sentence-transformers", None), FakeEmbedder(dimension=128, model_id="other-model")
+    )
+    for args in (
+        ["query", "first model"],
+        ["add", "Another fact for the other model", "--source", "https://x.example"],
+    ):
         result = kb(home, *args)
         assert result.exit_code == 1
-        assert result.stderr.startswith("Error: the knowledge base was built with embedding model fake-embedder (384-d)")
+        assert result.stderr.startswith(
+            "Error: the knowledge base was built with embedding model fake-embedder (384-d)"
+        )
         assert "deepresearch kb reembed" in result.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     fixed = kb(home, "reembed")
@@ -104,11 +138,23 @@ def test_model_mismatch_exits_1_names_reembed_and_leaves_db_unchanged(home, fake
 
 def test_sweep_output_modes(home, fake_model, tmp_path):
     old = tmp_path / "old.jsonl"
-    old.write_text(json.dumps({"fact": "An old market figure from long ago", "source_url": "https://o.example",
-                               "category": "market_data", "created_at": "2020-01-01T00:00:00Z"}) + "\n")
+    old.write_text(
+        json.dumps(
+            {
+                "fact": "An old market figure from long ago",
+                "source_url": "https://o.example",
+                "category": "market_data",
+                "created_at": "2020-01-01T00:00:00Z",
+            }
+        )
+        + "\n"
+    )
     assert kb(home, "import", str(old)).exit_code == 0
     dry = kb(home, "sweep", "--dry-run")
-    assert (dry.exit_code, dry.stdout.strip()) == (0, "sweep: would expire 1 fact(s) in 0 batch(es), " + dry.stdout.split(", ")[-1].strip())
+    assert (dry.exit_code, dry.stdout.strip()) == (
+        0,
+        "sweep: would expire 1 fact(s) in 0 batch(es), " + dry.stdout.split(", ")[-1].strip(),
+    )
     quiet = kb(home, "sweep", "--quiet")
     assert (quiet.exit_code, quiet.stdout) == (0, "")
     again = json.loads(kb(home, "sweep", "--json").stdout)
@@ -158,3 +204,23 @@ def test_check_reports_problems_exit_1(home, fake_model):
     result = kb(home, "check")
     assert result.exit_code == 1
     assert result.stdout.startswith("problem: 1 facts without a vector")
+
+
+def test_cron_script_runs_a_quiet_cron_safe_sweep(home):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "cron_sweep.sh"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPRESEARCH")}
+    done = subprocess.run(
+        ["sh", str(script)],
+        env={**env, "DEEPRESEARCH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"\S+Z sweep: expired 0 fact\(s\), purged 0 in 0 batch\(es\), [\d.]+s\n", done.stdout)
+    missing = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "DEEPRESEARCH_HOME" in missing.stderr

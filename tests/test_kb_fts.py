@@ -22,12 +22,15 @@ NOW = 1_800_000_000.0
 def kb(tmp_path_factory):
     conn = connect(tmp_path_factory.mktemp("fts") / "kb.db")
     store = KnowledgeBase(conn, FakeEmbedder(), KBConfig())
-    store.add_facts([
-        Fact('He said "AND OR NOT" (NEAR) * in a quote', "https://q.example"),
-        Fact("AI芯片销量在2024年增长了三倍", "https://zh.example"),
-        Fact("GPU出货量创下历史新高", "https://zh.example/2"),
-        Fact("SQLite uses a write-ahead log for concurrency", "https://s.example"),
-    ], now=NOW)
+    store.add_facts(
+        [
+            Fact('He said "AND OR NOT" (NEAR) * in a quote', "https://q.example"),
+            Fact("AI芯片销量在2024年增长了三倍", "https://zh.example"),
+            Fact("GPU出货量创下历史新高", "https://zh.example/2"),
+            Fact("SQLite uses a write-ahead log for concurrency", "https://s.example"),
+        ],
+        now=NOW,
+    )
     yield store
     conn.close()
 
@@ -44,7 +47,7 @@ def test_arbitrary_query_text_never_raises(kb, text):
     assert all(0.0 <= rel <= 1.0 for _, rel in hits)
 
 
-@given(text=st.text(alphabet=st.sampled_from(list('"()*:^-+ ANDORNT{}[]\'\\%_ab芯片')), max_size=30))
+@given(text=st.text(alphabet=st.sampled_from(list("\"()*:^-+ ANDORNT{}[]'\\%_ab芯片")), max_size=30))
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_fts_syntax_characters_are_plain_text(kb, text):
     expr = match_expression(text)
@@ -55,8 +58,13 @@ def test_fts_syntax_characters_are_plain_text(kb, text):
 
 @pytest.mark.parametrize(
     ("query", "url"),
-    [("芯片销量", "https://zh.example"), ("GPU出货量", "https://zh.example/2"), ('"AND OR NOT" (NEAR', "https://q.example"),
-     ("write-ahead", "https://s.example"), ("AI", "https://zh.example")],
+    [
+        ("芯片销量", "https://zh.example"),
+        ("GPU出货量", "https://zh.example/2"),
+        ('"AND OR NOT" (NEAR', "https://q.example"),
+        ("write-ahead", "https://s.example"),
+        ("AI", "https://zh.example"),
+    ],
 )
 def test_keyword_recall_finds(kb, query, url):
     rids = [rid for rid, _ in _fts(kb, query)]

@@ -27,9 +27,16 @@ def kb(tmp_path_factory):
     store = KnowledgeBase(conn, FakeEmbedder(), KBConfig())
     ages = sorted({a for t in (7, 30, 90, 180) for a in (t - EPS, t + EPS)} | {0.5, 400.0})
     facts = [
-        Fact(f"lifecycle probe {category} aged {age} days marker", f"https://example.com/{category}/{age}",
-             category=category, confidence=0.8, created_at=NOW - age * DAY, verified_at=NOW - age * DAY)
-        for category in CATEGORIES for age in ages
+        Fact(
+            f"lifecycle probe {category} aged {age} days marker",
+            f"https://example.com/{category}/{age}",
+            category=category,
+            confidence=0.8,
+            created_at=NOW - age * DAY,
+            verified_at=NOW - age * DAY,
+        )
+        for category in CATEGORIES
+        for age in ages
     ]
     assert len(store.add_facts(facts, now=NOW).added) == len(facts)
     yield store
@@ -109,15 +116,27 @@ def test_floor_reached_before_ttl_when_ttl_is_long():
 
 def test_unknown_category_behaves_as_strategy():
     config = KBConfig()
-    assert decayed_confidence(1.0, "gossip", 50, "lifecycle", config) == decayed_confidence(1.0, "strategy", 50, "lifecycle", config)
+    assert decayed_confidence(1.0, "gossip", 50, "lifecycle", config) == decayed_confidence(
+        1.0, "strategy", 50, "lifecycle", config
+    )
     assert visibility("lifecycle", config, category="gossip").max_age == {"strategy": 90}
 
 
 @pytest.mark.parametrize(
     ("days", "tag"),
-    [(0, "today"), (0.99, "today"), (1.2, "yesterday"), (3.5, "3 days ago"), (13, "13 days ago"),
-     (14, "2 weeks ago"), (45, "1 month ago"), (70, "2 months ago"), (400, "1 year ago"), (800, "2 years ago"),
-     (-5, "today")],
+    [
+        (0, "today"),
+        (0.99, "today"),
+        (1.2, "yesterday"),
+        (3.5, "3 days ago"),
+        (13, "13 days ago"),
+        (14, "2 weeks ago"),
+        (45, "1 month ago"),
+        (70, "2 months ago"),
+        (400, "1 year ago"),
+        (800, "2 years ago"),
+        (-5, "today"),
+    ],
 )
 def test_age_tag(days, tag):
     assert age_tag(days) == tag

@@ -31,8 +31,14 @@ UNRELATED = [
 def kb(tmp_path_factory, real_embedder):
     conn = connect(tmp_path_factory.mktemp("semantic") / "kb.db")
     store = KnowledgeBase(conn, real_embedder, KBConfig())
-    facts = [Fact(t, f"https://chips.example/{i}", category="market_data", created_at=NOW - DAY) for i, t in enumerate(CHIPS)]
-    facts += [Fact(t, f"https://other.example/{i}", category="historical", created_at=NOW - DAY) for i, t in enumerate(UNRELATED)]
+    facts = [
+        Fact(t, f"https://chips.example/{i}", category="market_data", created_at=NOW - DAY)
+        for i, t in enumerate(CHIPS)
+    ]
+    facts += [
+        Fact(t, f"https://other.example/{i}", category="historical", created_at=NOW - DAY)
+        for i, t in enumerate(UNRELATED)
+    ]
     store.add_facts(facts, now=NOW)
     yield store
     conn.close()
@@ -47,13 +53,14 @@ def test_gpu_shipments_recalls_ai_chip_sales(kb):
     other_scores = [h.relevance for h in recall.hits if h.fact in UNRELATED]
     assert min(chip_scores) > max(other_scores)
     assert recall.hits[0].age_days == pytest.approx(1.0)
-    assert recall.hits[0].confidence == pytest.approx(0.7 * 2.718281828 ** -0.1, rel=1e-6)
+    assert recall.hits[0].confidence == pytest.approx(0.7 * 2.718281828**-0.1, rel=1e-6)
 
 
 def test_same_answer_from_ram_engine_and_model_recorded(kb, real_embedder):
     ram = KnowledgeBase(kb.conn, real_embedder, KBConfig(ram_index_min_facts=0))
     assert [h.id for h in ram.query("GPU shipments", top_k=3, now=NOW).hits] == [
-        h.id for h in kb.query("GPU shipments", top_k=3, now=NOW).hits]
+        h.id for h in kb.query("GPU shipments", top_k=3, now=NOW).hits
+    ]
     meta = dict(kb.conn.execute("select key, value from meta where key like 'kb.embedding%'"))
     assert meta == {"kb.embedding_model": real_embedder.model_id, "kb.embedding_dimension": "384"}
 

@@ -35,14 +35,29 @@ def _file_digest(path) -> str:
 
 
 def test_add_rejects_reconfirms_normalizes(kb):
-    result = kb.add_facts([
-        Fact("Nvidia shipped 3.7 million data-center GPUs in 2023.", "https://a.example/1", category="Market Data", confidence=1.7),
-        Fact("tiny", "https://a.example/2"),
-        Fact("   ", "https://a.example/3"),
-        Fact("A fact without any real source url", "source-1"),
-        Fact("nvidia  shipped 3.7 million data-center GPUs in 2023", "https://b.example/1", confidence=0.4),
-        Fact("Some claim with an odd category label", "https://c.example/1", category="gossip", confidence=-3),
-    ], now=NOW)
+    result = kb.add_facts(
+        [
+            Fact(
+                "Nvidia shipped 3.7 million data-center GPUs in 2023.",
+                "https://a.example/1",
+                category="Market Data",
+                confidence=1.7,
+            ),
+            Fact("tiny", "https://a.example/2"),
+            Fact("   ", "https://a.example/3"),
+            Fact("A fact without any real source url", "source-1"),
+            Fact(
+                "nvidia  shipped 3.7 million data-center GPUs in 2023", "https://b.example/1", confidence=0.4
+            ),
+            Fact(
+                "Some claim with an odd category label",
+                "https://c.example/1",
+                category="gossip",
+                confidence=-3,
+            ),
+        ],
+        now=NOW,
+    )
     assert len(result.added) == 2 and len(result.reconfirmed) == 1
     assert [r for _, r in result.rejected][0].startswith("too short")
     assert "source_url" in result.rejected[2][1]
@@ -57,10 +72,16 @@ def test_add_rejects_reconfirms_normalizes(kb):
 
 
 def test_reconfirm_refreshes_verified_at_keeps_max_confidence_and_reactivates(kb):
-    fid = kb.add_facts([Fact("Chip prices rose 12% in March", "https://a.example", category="market_data", confidence=0.9)], now=NOW).added[0]
+    fid = kb.add_facts(
+        [Fact("Chip prices rose 12% in March", "https://a.example", category="market_data", confidence=0.9)],
+        now=NOW,
+    ).added[0]
     assert kb.sweep(now=NOW + 8 * DAY).expired == 1
     assert kb.get(fid).status == "expired"
-    again = kb.add_facts([Fact("Chip prices rose 12% in March.", "https://b.example", category="market_data", confidence=0.5)], now=NOW + 9 * DAY)
+    again = kb.add_facts(
+        [Fact("Chip prices rose 12% in March.", "https://b.example", category="market_data", confidence=0.5)],
+        now=NOW + 9 * DAY,
+    )
     assert again.reconfirmed == [fid]
     fact = kb.get(fid)
     assert (fact.status, fact.confidence, fact.verified_at) == ("active", 0.9, NOW + 9 * DAY)
@@ -71,8 +92,12 @@ def test_reconfirm_refreshes_verified_at_keeps_max_confidence_and_reactivates(kb
 
 
 def test_supersede_keeps_provenance_and_history(kb):
-    old = kb.add_facts([Fact("The cat is 2 years old and very clingy", "https://pets.example/a")], now=NOW).added[0]
-    new = kb.supersede(old, Fact("The cat is 3 years old and very clingy", "https://pets.example/b"), now=NOW + DAY)
+    old = kb.add_facts(
+        [Fact("The cat is 2 years old and very clingy", "https://pets.example/a")], now=NOW
+    ).added[0]
+    new = kb.supersede(
+        old, Fact("The cat is 3 years old and very clingy", "https://pets.example/b"), now=NOW + DAY
+    )
     old_fact, new_fact = kb.get(old), kb.get(new)
     assert old_fact.status == "superseded" and old_fact.superseded_by == new
     assert new_fact.sources == ["https://pets.example/a", "https://pets.example/b"]
@@ -111,7 +136,8 @@ def test_model_mismatch_fails_closed_and_writes_nothing(kb, db_path):
 def test_reembed_switches_model_and_dimension(db_path):
     conn = connect(db_path)
     KnowledgeBase(conn, FakeEmbedder(), KBConfig()).add_facts(
-        [Fact("Reembedding keeps every fact searchable", "https://a.example")], now=NOW)
+        [Fact("Reembedding keeps every fact searchable", "https://a.example")], now=NOW
+    )
     kb = KnowledgeBase(conn, FakeEmbedder(dimension=64, model_id="small"), KBConfig())
     assert kb.reembed() == 1
     assert kb.query("reembedding searchable", now=NOW).hits[0].fact.startswith("Reembedding")
@@ -121,9 +147,19 @@ def test_reembed_switches_model_and_dimension(db_path):
 
 def test_filters_run_inside_the_search_so_stale_facts_never_crowd_out(kb):
     # 40 stale near-identical facts, then 3 fresh ones that are less similar to the query
-    stale = [Fact(f"GPU shipments report number {i} GPU shipments", f"https://old.example/{i}", category="market_data",
-                  created_at=NOW - 60 * DAY) for i in range(40)]
-    fresh = [Fact(f"Fresh note {i} about GPU demand", f"https://new.example/{i}", category="market_data") for i in range(3)]
+    stale = [
+        Fact(
+            f"GPU shipments report number {i} GPU shipments",
+            f"https://old.example/{i}",
+            category="market_data",
+            created_at=NOW - 60 * DAY,
+        )
+        for i in range(40)
+    ]
+    fresh = [
+        Fact(f"Fresh note {i} about GPU demand", f"https://new.example/{i}", category="market_data")
+        for i in range(3)
+    ]
     kb.add_facts(stale + fresh, now=NOW)
     hits = kb.query("GPU shipments", top_k=3, mode="lifecycle", now=NOW).hits
     assert sorted(h.source_url for h in hits) == [f"https://new.example/{i}" for i in range(3)]
@@ -136,10 +172,26 @@ def test_ram_engine_matches_vec0(db_path):
     vec = KnowledgeBase(conn, FakeEmbedder(), KBConfig(ram_index_min_facts=10**9))
     ram = KnowledgeBase(conn, FakeEmbedder(), KBConfig(ram_index_min_facts=0))
     cats = ["market_data", "product_info", "strategy", "technology", "historical"]
-    vec.add_facts([Fact(f"topic {i % 7} detail {i} words {i % 3}", f"https://x.example/{i}", category=cats[i % 5],
-                        confidence=(i % 10) / 10, created_at=NOW - (i % 50) * DAY) for i in range(300)], now=NOW)
-    for kw in ({}, {"mode": "lifecycle"}, {"mode": "off", "category": "technology"}, {"min_confidence": 0.4},
-               {"mode": "freshness", "freshness": "high", "top_k": 25}):
+    vec.add_facts(
+        [
+            Fact(
+                f"topic {i % 7} detail {i} words {i % 3}",
+                f"https://x.example/{i}",
+                category=cats[i % 5],
+                confidence=(i % 10) / 10,
+                created_at=NOW - (i % 50) * DAY,
+            )
+            for i in range(300)
+        ],
+        now=NOW,
+    )
+    for kw in (
+        {},
+        {"mode": "lifecycle"},
+        {"mode": "off", "category": "technology"},
+        {"min_confidence": 0.4},
+        {"mode": "freshness", "freshness": "high", "top_k": 25},
+    ):
         a = vec.query("topic 3 detail words 1", now=NOW, **kw).hits
         b = ram.query("topic 3 detail words 1", now=NOW, **kw).hits
         assert [h.relevance for h in a] == pytest.approx([h.relevance for h in b], abs=1e-5)
@@ -160,11 +212,19 @@ def test_ram_engine_matches_vec0(db_path):
 
 def test_degraded_without_sqlite_vec_uses_fts_with_same_rules(db_path, monkeypatch):
     conn = connect(db_path)
-    KnowledgeBase(conn, FakeEmbedder(), KBConfig()).add_facts([
-        Fact("AI chip sales tripled in 2024", "https://a.example", category="market_data"),
-        Fact("AI芯片销量在2024年增长了三倍", "https://b.example", category="market_data"),
-        Fact("Old AI chip sales figure from 2019", "https://c.example", category="market_data", created_at=NOW - 30 * DAY),
-    ], now=NOW)
+    KnowledgeBase(conn, FakeEmbedder(), KBConfig()).add_facts(
+        [
+            Fact("AI chip sales tripled in 2024", "https://a.example", category="market_data"),
+            Fact("AI芯片销量在2024年增长了三倍", "https://b.example", category="market_data"),
+            Fact(
+                "Old AI chip sales figure from 2019",
+                "https://c.example",
+                category="market_data",
+                created_at=NOW - 30 * DAY,
+            ),
+        ],
+        now=NOW,
+    )
     conn.close()
     monkeypatch.setenv("DEEPRESEARCH_DISABLE_VEC", "1")
     conn = connect(db_path)
@@ -204,7 +264,9 @@ def test_degraded_when_model_cannot_load_and_loaded_lazily(kb):
 
 
 def test_check_reports_disagreement(kb):
-    fid = kb.add_facts([Fact("Check finds a vector that went missing", "https://a.example")], now=NOW).added[0]
+    fid = kb.add_facts([Fact("Check finds a vector that went missing", "https://a.example")], now=NOW).added[
+        0
+    ]
     kb.conn.execute("delete from fact_vec")
     kb.conn.execute("delete from fact_sources")
     problems = kb.check()

@@ -38,7 +38,8 @@ def _report_add(result: Any, as_json: bool) -> None:
         )
     else:
         typer.echo(
-            f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)}, rejected {len(result.rejected)}"
+            f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)},"
+            f" rejected {len(result.rejected)}"
         )
         for ident in result.added:
             typer.echo(ident)
@@ -75,7 +76,8 @@ def import_(
     ctx: typer.Context,
     file: Path = typer.Argument(
         ...,
-        help="JSONL file: {fact, source_url, category, confidence, research_topic, created_at, verified_at} per line.",
+        help="JSONL file, one {fact, source_url, category, confidence, research_topic, created_at,"
+        " verified_at} object per line.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -152,7 +154,8 @@ def query(
     typer.echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
     for hit in recall.hits:
         typer.echo(
-            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13} {hit.fact}"
+            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14}"
+            f" {hit.category:<13} {hit.fact}"
         )
         typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]")
 
@@ -193,14 +196,13 @@ def history(
         return
     for e in events:
         when = datetime.fromtimestamp(e.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-        change = (
-            f" {e.old_text!r} → {e.new_text!r}"
+        text = (
+            f"{e.old_text!r} → {e.new_text!r}"
             if e.old_text and e.new_text
-            else f" {e.new_text or e.old_text or ''!r}"
+            else repr(e.new_text or e.old_text or "")
         )
-        typer.echo(
-            f"{when}  {e.event:<10}{change if (e.old_text or e.new_text) else ''}{'  (' + e.detail + ')' if e.detail else ''}"
-        )
+        detail = f"  ({e.detail})" if e.detail else ""
+        typer.echo(f"{when}  {e.event:<10} {text}{detail}")
 
 
 @app.command("check")

@@ -112,7 +112,8 @@ def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
         "by_category": {
             c: dict(zip(("total", "active", "expired", "superseded"), rest, strict=False))
             for c, *rest in con.execute(
-                "select category, count(*), count(*) filter (status = 'active'), count(*) filter (status = 'expired'),"
+                "select category, count(*), count(*) filter (status = 'active'),"
+                " count(*) filter (status = 'expired'),"
                 " count(*) filter (status = 'superseded') from facts group by 1 order by 1"
             ).fetchall()
         },
@@ -125,21 +126,24 @@ def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
         ),
         "expiring_within_7_days": dict(
             con.execute(
-                "select category, count(*) from facts where status = 'active' and expires_at >= ? and expires_at <= ?"
+                "select category, count(*) from facts"
+                " where status = 'active' and expires_at >= ? and expires_at <= ?"
                 " group by 1 order by 1",
                 [now, now + 7 * 86400],
             ).fetchall()
         ),
         "confidence_histogram": dict(
             con.execute(
-                "select printf('%.1f-%.1f', b / 5.0, (b + 1) / 5.0), n from (select least(floor(confidence * 5), 4)::int as b,"
+                "select printf('%.1f-%.1f', b / 5.0, (b + 1) / 5.0), n from"
+                " (select least(floor(confidence * 5), 4)::int as b,"
                 " count(*) as n from facts where status = 'active' group by 1) order by b"
             ).fetchall()
         ),
         "top_sources": [
             {"url": url, "facts": n}
             for url, n in con.execute(
-                "select url, count(*) from (select unnest(sources) as url from facts) group by 1 order by 2 desc, 1 limit 10"
+                "select url, count(*) from (select unnest(sources) as url from facts)"
+                " group by 1 order by 2 desc, 1 limit 10"
             ).fetchall()
         ],
     }

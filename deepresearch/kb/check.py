@@ -28,12 +28,14 @@ def check(kb: KnowledgeBase) -> list[str]:
             " `insert into fact_fts(fact_fts) values('rebuild')`"
         )
     queries = {
-        "facts without any source": "select id from facts f where not exists (select 1 from fact_sources s where s.fact_id = f.id)",
+        "facts without any source": "select id from facts f where not exists"
+        " (select 1 from fact_sources s where s.fact_id = f.id)",
         "facts whose source_url is not among their sources": "select id from facts f where not exists"
         " (select 1 from fact_sources s where s.fact_id = f.id and s.url = f.source_url)",
         "facts without an add/merge history row": "select id from facts f where not exists"
         " (select 1 from fact_history h where h.fact_id = f.id and h.event in ('add', 'merge'))",
-        "superseded facts without a valid superseded_by": "select id from facts f where status = 'superseded' and"
+        "superseded facts without a valid superseded_by": "select id from facts f"
+        " where status = 'superseded' and"
         " (superseded_by is null or not exists (select 1 from facts g where g.id = f.superseded_by))",
     }
     for label, sql in queries.items():
@@ -49,7 +51,8 @@ def check(kb: KnowledgeBase) -> list[str]:
         return problems
     if dim is not None and int(dim) != vec_dimension(conn):
         problems.append(
-            f"meta says {dim}-d vectors but fact_vec holds {vec_dimension(conn)}-d — run `deepresearch kb reembed`"
+            f"meta says {dim}-d vectors but fact_vec holds {vec_dimension(conn)}-d"
+            " — run `deepresearch kb reembed`"
         )
     vec_rows = {
         r[0]: r[1:]

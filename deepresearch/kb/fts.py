@@ -89,7 +89,8 @@ def search_fts(conn: Any, text: str, flt: Filter, k: int) -> list[tuple[int, flo
             return []
         likes = " or ".join("f.fact like ? escape '\\'" for _ in short_terms)
         rows = conn.execute(
-            f"select f.rid, 0.0, f.category, f.verified_at, f.confidence from facts f where ({likes}) and {where}"
+            "select f.rid, 0.0, f.category, f.verified_at, f.confidence from facts f"
+            f" where ({likes}) and {where}"
             " order by f.verified_at desc",
             [*(_like_pattern(t) for t in short_terms), *params],
         )

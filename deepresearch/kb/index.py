@@ -108,7 +108,9 @@ def _passing(rows: list[tuple], category: str, flt: Filter) -> list[tuple[int, f
     verified = np.array([r[2] for r in rows], dtype=np.float64)
     raw = np.array([r[3] for r in rows], dtype=np.float64)
     decayed = raw * flt.decay_factor(category, (flt.now - verified) / 86400.0)
-    return [(int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence]
+    return [
+        (int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence
+    ]
 
 
 class RamIndex:

@@ -1,0 +1,315 @@
+"""Benchmark the knowledge base on real all-MiniLM-L6-v2 vectors of SciFact sentences.
+
+    python3 scripts/bench_kb.py ../shared/eval/beir/scifact --sizes 10000 100000
+
+Sentences (and clauses) of the SciFact corpus are embedded once and cached under
+--cache (resumable chunks, then one .npy), so reruns only measure the KB. Sizes beyond the
+number of real vectors are filled with perturbed copies of real vectors (cosine ≈ 0.9 to
+their original, renormalized) — near-duplicates make ranking harder, not easier.
+
+Reported per size, in one run: add throughput (storage only, and with embedding), query
+latency p50/p95 and recall@10 against exact numpy search with the same filters, for the
+KB's RAM engine, its vec0 engine (partition + metadata columns) and a plain vec0 float32
+brute-force table (baseline); sweep time; file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from deepresearch.models.embed import DEFAULT_MODEL_ID, Embedder  # noqa: E402
+from deepresearch.text import split_sentences  # noqa: E402
+
+DAY = 86400.0
+CHUNK = 1024
+
+
+def corpus_texts(corpus: Path) -> list[str]:
+    """Unique sentences (titles, sentences, then clauses) of a BEIR corpus.jsonl, ≥ 30 chars."""
+    seen: set[str] = set()
+    texts: list[str] = []
+    docs = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def add(text: str) -> None:
+        text = text.strip()
+        if len(text) >= 30 and text not in seen:
+            seen.add(text)
+            texts.append(text)
+
+    for doc in docs:
+        for sentence in [doc.get("title", "")] + split_sentences(doc.get("text", "")):
+            add(sentence)
+    for doc in docs:
+        for sentence in split_sentences(doc.get("text", "")):
+            for part in re.split(r"[,;:] ", sentence):
+                add(part)
+    return texts
+
+
+def embed_cached(texts: list[str], cache: Path, label: str) -> np.ndarray:
+    """Embed `texts` with the configured model, resuming from per-chunk files under `cache`.
+
+    Chunk files are named by position only, so a smaller --max-real reuses them.
+    """
+    final = cache / f"{label}{len(texts)}.npy"
+    if final.exists() and np.load(final, mmap_mode="r").shape[0] == len(texts):
+        return np.load(final)
+    from deepresearch.config import EmbeddingConfig
+    from deepresearch.models.embed import get_embedder
+
+    embedder = get_embedder(EmbeddingConfig())
+    parts = []
+    started = time.perf_counter()
+    for i in range(0, len(texts), CHUNK):
+        part_file = cache / f"{label}.{i // CHUNK:05d}.npy"
+        if not part_file.exists():
+            np.save(part_file, embedder.embed_batch(texts[i : i + CHUNK]))
+            rate = (i + CHUNK) / (time.perf_counter() - started)
+            print(
+                f"  embedded {min(i + CHUNK, len(texts))}/{len(texts)} ({rate:.0f}/s incl. cached)",
+                file=sys.stderr,
+            )
+        parts.append(np.load(part_file))
+    matrix = np.concatenate(parts).astype(np.float32)
+    np.save(final, matrix)
+    return matrix
+
+
+NOW = 1_800_000_000.0
+
+
+class LookupEmbedder(Embedder):
+    """Serves cached real vectors by text, so the benchmark measures the KB, not the model."""
+
+    def __init__(self, table: dict[str, np.ndarray]):
+        self.model_id, self.dimension, self.table = DEFAULT_MODEL_ID, 384, table
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.table[text]
+
+
+def measure_embedding(sample: list[str]) -> float:
+    """Sentences per second of the real model on `sample`."""
+    from deepresearch.config import EmbeddingConfig
+    from deepresearch.models.embed import get_embedder
+
+    embedder = get_embedder(EmbeddingConfig())
+    embedder.embed_batch(sample[:16])
+    started = time.perf_counter()
+    embedder.embed_batch(sample)
+    return len(sample) / (time.perf_counter() - started)
+
+
+def dataset(size: int, texts: list[str], vectors: np.ndarray, rng: np.random.Generator):
+    """`size` texts + unit vectors: the real ones first, then perturbed copies (cosine ≈ 0.9)."""
+    n_real = min(size, len(texts))
+    out_texts, out = list(texts[:n_real]), [vectors[:n_real]]
+    copy = 0
+    while sum(len(v) for v in out) < size:
+        copy += 1
+        take = min(size - sum(len(v) for v in out), n_real)
+        noisy = vectors[:take] + rng.normal(0, 0.5 / np.sqrt(vectors.shape[1]), (take, vectors.shape[1]))
+        out.append((noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32))
+        out_texts += [f"{t} [variant {copy}]" for t in texts[:take]]
+    return out_texts, np.concatenate(out)
+
+
+def exact_top(matrix: np.ndarray, query: np.ndarray, mask: np.ndarray, k: int = 10) -> list[int]:
+    """Indices of the k most similar rows among `mask` (ground truth)."""
+    scores = np.where(mask, matrix @ query, -np.inf)
+    top = np.argpartition(-scores, k)[:k]
+    return [int(i) for i in top[np.argsort(-scores[top])] if mask[i]]
+
+
+def percentile_ms(times: list[float], q: float) -> float:
+    return float(np.percentile(np.array(times) * 1000, q))
+
+
+def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
+    """Build a KB of `size` facts and print every figure for it."""
+    from deepresearch.config import KBConfig
+    from deepresearch.db import connect
+    from deepresearch.facts import CATEGORIES, Fact
+    from deepresearch.kb.store import KnowledgeBase
+
+    rng = np.random.default_rng(42)
+    fact_texts, matrix = dataset(size, texts, vectors, rng)
+    cats = rng.integers(0, len(CATEGORIES), size)
+    ages = rng.uniform(0, 200, size)
+    conf = rng.uniform(0.3, 1.0, size)
+    table = dict(zip(fact_texts, matrix, strict=False))
+    table.update(zip(queries, qvecs, strict=False))
+    work = Path(tempfile.mkdtemp(prefix=f"bench-kb-{size}-", dir=args.cache))
+    db = work / "kb.db"
+    conn = connect(db)
+    store = KnowledgeBase(conn, LookupEmbedder(table), KBConfig())
+    started = time.perf_counter()
+    for i in range(0, size, 2000):
+        batch = [
+            Fact(
+                fact_texts[j],
+                f"https://bench.example/{j}",
+                category=CATEGORIES[cats[j]],
+                confidence=float(conf[j]),
+                created_at=NOW - ages[j] * DAY,
+            )
+            for j in range(i, min(size, i + 2000))
+        ]
+        assert len(store.add_facts(batch, now=NOW).added) == len(batch)
+    store_rate = size / (time.perf_counter() - started)
+    conn.execute("pragma wal_checkpoint(truncate)")
+    rid_index = {
+        rid: i for i, rid in enumerate(r[0] for r in conn.execute("select rid from facts order by rid"))
+    }
+    id_index = {fid: rid_index[rid] for fid, rid in conn.execute("select id, rid from facts")}
+    print(f"\n### {size:,} facts\n")
+    print(
+        f"add throughput: storage only {store_rate:,.0f} facts/s"
+        " (facts + sources + history + FTS + vec0 rows);"
+        f" with embedding ≈ {1 / (1 / store_rate + 1 / embed_rate):,.0f} facts/s"
+    )
+    print(f"file size: {db.stat().st_size / 2**20:,.1f} MiB ({_table_sizes(conn)})")
+
+    ttl = np.array([KBConfig().categories[c].ttl_days or np.inf for c in CATEGORIES])
+    lam = np.array([KBConfig().categories[c].decay for c in CATEGORIES])
+    decayed = np.where(ages > ttl[cats], 0.0, conf * np.maximum(0.1, np.exp(-lam[cats] * ages)))
+    scenarios = {
+        "unfiltered (mode off)": ({"mode": "off"}, np.ones(size, bool)),
+        "lifecycle: per-category TTL + decay": ({"mode": "lifecycle"}, ages <= ttl[cats]),
+        "lifecycle + category=technology": (
+            {"mode": "lifecycle", "category": "technology"},
+            (ages <= ttl[cats]) & (cats == CATEGORIES.index("technology")),
+        ),
+        "freshness medium + decayed conf ≥ 0.5": (
+            {"mode": "freshness", "min_confidence": 0.5},
+            (ages <= 30) & (decayed >= 0.5),
+        ),
+    }
+    n_q = len(queries) if size <= 20000 else min(len(queries), 100)
+    truth = {
+        name: [exact_top(matrix, qvecs[q], mask) for q in range(n_q)] for name, (_, mask) in scenarios.items()
+    }
+    print("\n| engine | scenario | p50 ms | p95 ms | recall@10 |\n|---|---|---|---|---|")
+    ram = KnowledgeBase(conn, LookupEmbedder(table), KBConfig(ram_index_min_facts=0))
+    started = time.perf_counter()
+    ram._ram.refresh(conn)
+    load = time.perf_counter() - started
+    vec = KnowledgeBase(conn, LookupEmbedder(table), KBConfig(ram_index_min_facts=10**12))
+    for engine, kb in (("KB RAM matrix", ram), ("KB vec0 partition+metadata", vec)):
+        for name, (kwargs, _) in scenarios.items():
+            times, recalls = [], []
+            for q in range(n_q):
+                t0 = time.perf_counter()
+                hits = kb.query(queries[q], top_k=10, now=NOW, **kwargs).hits
+                times.append(time.perf_counter() - t0)
+                want = truth[name][q]
+                got = [id_index[h.id] for h in hits]
+                recalls.append(len(set(got) & set(want)) / max(1, len(want)))
+            print(
+                f"| {engine} | {name} | {percentile_ms(times, 50):.1f} | {percentile_ms(times, 95):.1f} |"
+                f" {np.mean(recalls):.3f} |"
+            )
+    base_p50, base_p95, base_recall = baseline(work, matrix, qvecs[:n_q], truth["unfiltered (mode off)"])
+    print(
+        f"| baseline: plain vec0 float32 brute force | unfiltered | {base_p50:.1f} | {base_p95:.1f}"
+        f" | {base_recall:.3f} |"
+    )
+    print(f"\nRAM matrix: cold load {load * 1000:,.0f} ms, {ram._ram.matrix.nbytes / 2**20:,.0f} MiB RAM")
+    started = time.perf_counter()
+    swept = store.sweep(now=NOW)
+    print(
+        f"sweep: expired {swept.expired:,} of {size:,} facts in {swept.batches} batches,"
+        f" {time.perf_counter() - started:.1f} s; second sweep: {store.sweep(now=NOW).expired} expired"
+    )
+    problems = store.check()
+    print(f"check after sweep: {'ok' if not problems else problems}")
+    conn.close()
+    for path in work.iterdir():
+        path.unlink()
+    work.rmdir()
+
+
+def _table_sizes(conn) -> str:
+    try:
+        rows = conn.execute(
+            "select case when name like 'fact_vec%' then 'vectors' when name like 'fact_fts%' then 'fts'"
+            " else 'facts+sources+history+indexes' end, sum(pgsize) from dbstat group by 1 order by 2 desc"
+        ).fetchall()
+    except Exception:  # dbstat is optional in SQLite builds
+        return "per-table sizes unavailable"
+    return ", ".join(f"{name} {size / 2**20:,.1f} MiB" for name, size in rows)
+
+
+def baseline(work: Path, matrix: np.ndarray, qvecs: np.ndarray, truth: list[list[int]]):
+    """Plain vec0 float32 cosine table, no filters: p50/p95 ms and recall@10."""
+    from deepresearch.db import connect
+
+    conn = connect(work / "baseline.db", migrate=False)
+    conn.execute(
+        f"create virtual table base using vec0(embedding float[{matrix.shape[1]}] distance_metric=cosine)"
+    )
+    conn.execute("begin")
+    conn.executemany(
+        "insert into base (rowid, embedding) values (?, ?)",
+        ((i + 1, matrix[i].tobytes()) for i in range(len(matrix))),
+    )
+    conn.execute("commit")
+    times, recalls = [], []
+    for q, want in zip(qvecs, truth, strict=False):
+        t0 = time.perf_counter()
+        rows = conn.execute(
+            "select rowid from base where embedding match ? and k = 10", (q.tobytes(),)
+        ).fetchall()
+        times.append(time.perf_counter() - t0)
+        recalls.append(len({r[0] - 1 for r in rows} & set(want)) / len(want))
+    conn.close()
+    return percentile_ms(times, 50), percentile_ms(times, 95), float(np.mean(recalls))
+
+
+def main() -> None:
+    """Parse arguments, prepare vectors, run the benchmark for each size."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("beir_dir", type=Path, help="BEIR dataset folder with corpus.jsonl and queries.jsonl")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--max-real", type=int, default=60000, help="real sentence vectors to embed at most")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "deepresearch-bench-kb")
+    parser.add_argument("--embed-only", action="store_true", help="only fill the vector cache")
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    texts = corpus_texts(args.beir_dir / "corpus.jsonl")[: args.max_real]
+    queries = [
+        json.loads(line)["text"]
+        for line in (args.beir_dir / "queries.jsonl").read_text().splitlines()[: args.queries]
+    ]
+    qvecs = embed_cached(queries, args.cache, "queries")
+    vectors = embed_cached(texts, args.cache, "corpus")
+    if args.embed_only:
+        return
+    embed_rate = measure_embedding(texts[:256])
+    print(f"real vectors: {len(texts)} SciFact sentences/clauses; queries: {len(queries)} SciFact claims")
+    print(f"embedding throughput (all-MiniLM-L6-v2, this machine now): {embed_rate:.0f} sentences/s")
+    for size in args.sizes:
+        run_size(size, texts, vectors, queries, qvecs, embed_rate, args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()
