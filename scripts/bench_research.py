@@ -95,14 +95,18 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     print(f"corpus ingest {out['ingest_seconds']} s; LLM {'on' if out['llm'] else 'off'}")
-    print(
-        f"{'run':<12} {'searches':>8} {'kb-skipped':>10} {'recalled':>8} {'in prompt':>9} {'added':>6} {'s':>6}  stop"
+    head = ("run", "searches", "kb-skipped", "recalled", "in prompt", "added", "s")
+    print(f"{head[0]:<12}" + "".join(f"{h:>11}" for h in head[1:]) + "  stop")
+    keys = (
+        "backend_searches",
+        "kb_covered_queries",
+        "known_facts_recalled",
+        "known_facts_in_plan_prompt",
+        "facts_added",
+        "seconds",
     )
     for name, r in (("A", a), ("B after A", b_warm), ("B empty KB", b_cold)):
-        print(
-            f"{name:<12} {r['backend_searches']:>8} {r['kb_covered_queries']:>10} {r['known_facts_recalled']:>8} "
-            f"{r['known_facts_in_plan_prompt']:>9} {r['facts_added']:>6} {r['seconds']:>6}  {r['stop']}"
-        )
+        print(f"{name:<12}" + "".join(f"{r[k]:>11}" for k in keys) + f"  {r['stop']}")
     print(f"B after A issues fewer backend searches than B on an empty KB: {out['fewer_searches']}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -216,3 +217,24 @@ def test_runs_list_show_search(workspace, fake_embedder):
     assert [r.id for r in store.search("向量")] == [b.run_id]
     assert [r.id for r in store.search("readers writers")] == [a.run_id]
     assert store.get(a.run_id).report == a.report
+
+
+def test_io_bound_backend_searches_queries_concurrently(workspace, fake_embedder):
+    class SlowBackend(ListBackend):
+        io_bound = True
+
+        def search(self, query, count):  # type: ignore[no-untyped-def]
+            time.sleep(0.5)
+            return super().search(query, count)
+
+    backend = SlowBackend()
+    queries = ["sqlite fts5 bm25", "sqlite-vec vectors knn"]
+    model = RoutedChatModel(plan={"rationale": "r", "queries": queries})
+    deps = make_deps(workspace, fake_embedder, model, backend)
+    topic = "sqlite wal readers, fts5 bm25 and sqlite-vec knn vectors"
+    result = run_research(workspace, topic, RunOptions(loops=1, queries=3), deps=deps)
+    state = RunStore(workspace.db).load_state(result.run_id)
+    search_seconds = RunStore(workspace.db).get(result.run_id).steps[2]["seconds"]
+    assert sorted(backend.calls) == sorted([topic, *queries])
+    assert search_seconds < 1.2  # three 0.5 s searches overlapped (sequential: ≥ 1.5 s)
+    assert {s.url for s in state.sources} == set(DOCS)

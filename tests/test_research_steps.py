@@ -26,31 +26,53 @@ def test_parse_cited_moves_trailing_citations_and_counts_unknown_ids():
 
 
 def test_grounded_rewrite_accepts_only_complete_supported_cited_sentences():
-    good = "In WAL mode readers continue while a writer appends to the log [S1]. A checkpoint copies pages back [S2]."
+    good = "In WAL mode readers continue while a writer appends to the log [S1]. A checkpoint copies pages back [S2]."  # noqa: E501
     assert grounded_rewrite(good, EVIDENCE) == [
         ("In WAL mode readers continue while a writer appends to the log.", ["S1"]),
         ("A checkpoint copies pages back.", ["S2"]),
     ]
     assert grounded_rewrite("Readers continue while a writer appends [S3].", EVIDENCE) is None  # unknown id
     assert grounded_rewrite("Readers continue while a writer appends.", EVIDENCE) is None  # no citation
-    assert grounded_rewrite("Penguins manage the database file [S2].", EVIDENCE) is None  # not in the evidence
+    assert (
+        grounded_rewrite("Penguins manage the database file [S2].", EVIDENCE) is None
+    )  # not in the evidence
     assert grounded_rewrite("A checkpoint copies pages from the [S2]", EVIDENCE) is None  # cut by max_tokens
     assert grounded_rewrite(None, EVIDENCE) is None
 
 
 def test_clean_queries_drops_repeats_junk_and_ungrounded():
-    raw = ["SQLite WAL checkpoint", "sqlite  wal CHECKPOINT", "query 1", 42, "SELECTRY_CALLBACK_SALES",
-           "wal readers", "x" * 200, "penguin migration routes wal"]
-    assert clean_queries(raw, ["wal readers"], 5, "How do SQLite WAL checkpoints work?") == ["SQLite WAL checkpoint"]
+    raw = [
+        "SQLite WAL checkpoint",
+        "sqlite  wal CHECKPOINT",
+        "query 1",
+        42,
+        "SELECTRY_CALLBACK_SALES",
+        "wal readers",
+        "x" * 200,
+        "penguin migration routes wal",
+    ]
+    assert clean_queries(raw, ["wal readers"], 5, "How do SQLite WAL checkpoints work?") == [
+        "SQLite WAL checkpoint"
+    ]
 
 
 def test_missing_words_matches_word_forms():
-    assert missing_words("When does SQLite copy WAL pages?", "A checkpoint copies the pages of the WAL in SQLite") == []
-    assert missing_words("How do FTS5 trigram tokenizers work?", "FTS5 ranks with BM25") == ["trigram", "tokenizers"]
+    assert (
+        missing_words(
+            "When does SQLite copy WAL pages?", "A checkpoint copies the pages of the WAL in SQLite"
+        )
+        == []
+    )
+    assert missing_words("How do FTS5 trigram tokenizers work?", "FTS5 ranks with BM25") == [
+        "trigram",
+        "tokenizers",
+    ]
 
 
 def test_known_facts_wording_per_lifecycle_mode():
-    known = [Known("1", "GGUF replaced GGML in August 2023.", ["file:///docs/gguf.md"], "historical", 0.7, 40.0)]
+    known = [
+        Known("1", "GGUF replaced GGML in August 2023.", ["file:///docs/gguf.md"], "historical", 0.7, 40.0)
+    ]
     text, note = prompts.render_known(known, "off", age_tag)
     assert text == "- [K1] GGUF replaced GGML in August 2023. (historical, confidence 0.70, source gguf.md)"
     assert note == "Do not search these again."

@@ -56,7 +56,8 @@ def _render(event: str, **info: Any) -> str | None:
         nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
         return f"{loop} reflect: {info['new_facts']} new facts, {info['new_sources']} new sources; {nxt}"
     if event == "report":
-        return f"report: {info['citations']} citations, {info['sources']} sources, {info['invalid']} invalid dropped"
+        counts = f"{info['citations']} citations, {info['sources']} sources"
+        return f"report: {counts}, {info['invalid']} invalid citations dropped"
     return None
 
 

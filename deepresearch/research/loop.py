@@ -86,6 +86,7 @@ class TimedModel(ChatModel):
 
     def __init__(self, model: ChatModel, state: ResearchState):
         self.model, self.state, self.name = model, state, model.name
+        self.supports_schema = model.supports_schema
 
     def complete(self, messages, schema=None, max_tokens=None, temperature=None) -> Completion:  # type: ignore[no-untyped-def]
         """Delegate and time one completion."""

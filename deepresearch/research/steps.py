@@ -181,7 +181,9 @@ def parse_cited(text: str, allowed: set[str]) -> tuple[list[tuple[str, list[str]
     """Split model text into (sentence, cited ids); bracketed ids not in `allowed` are dropped, counted."""
     out, invalid = [], 0
     # "claim. [S1] Next" → "claim [S1]. Next": a citation after the period belongs to the claim before it.
-    text = re.sub(r"([.!?。！？])\s*((?:\[[^\[\]]{1,24}\]\s*)+)", lambda m: f" {m.group(2).strip()}{m.group(1)} ", text)
+    text = re.sub(
+        r"([.!?。！？])\s*((?:\[[^\[\]]{1,24}\]\s*)+)", lambda m: f" {m.group(2).strip()}{m.group(1)} ", text
+    )
     for sentence in split_sentences(text):
         ids: list[str] = []
         for group in _BRACKET.findall(sentence):
@@ -271,13 +273,11 @@ def _covered_by_kb(state: ResearchState, deps: Deps, query: str) -> bool:
 
 
 def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any], bool, str | None]:
+    """Cache → backend for one query (no DB access here: it may run in a worker thread)."""
     from deepresearch.search.cache import cached_search
 
-    count = state.options.results_per_query
     cache = deps.cache if state.options.use_cache else None
-    if cache is not None and deps.kb is not None:
-        evict_if_superseded(deps.conn, deps.kb, cache, cache.key(deps.backend.name, query, count))
-    results, hit, key = cached_search(deps.backend, query, count, cache)
+    results, hit, key = cached_search(deps.backend, query, state.options.results_per_query, cache)
     return results, hit, key if cache is not None else None  # links only for results that are cached
 
 
@@ -288,6 +288,12 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
         if q not in queries:
             state.bump("kb_covered")
             deps.progress("search", query=q, skipped="covered by the knowledge base")
+    cache = deps.cache if state.options.use_cache else None
+    if cache is not None and deps.kb is not None:  # the KB wins: drop cached results behind superseded facts
+        for q in queries:
+            evict_if_superseded(
+                deps.conn, deps.kb, cache, cache.key(deps.backend.name, q, state.options.results_per_query)
+            )
     if getattr(deps.backend, "io_bound", False) and len(queries) > 1:
         with ThreadPoolExecutor(max_workers=min(4, len(queries))) as pool:
             found = pool.map(lambda q: _search_one(state, deps, q), queries)
