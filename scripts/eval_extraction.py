@@ -6,7 +6,8 @@
 For each model (shipped name or GGUF path) and for the extractive fallback alone (the
 baseline), over the supporting paragraphs of the first questions (topic = the question):
 - proposed/passage: facts the model proposed; grounded: share of those the source supports
-  (is_grounded) — the model's own precision;
+  (is_grounded; repeats of a kept fact count as grounded) — the model's own precision;
+- model facts/passage: distinct grounded model facts kept;
 - facts/passage returned, and the model vs fallback share of them;
 - returned grounded: share of returned facts passing is_grounded (must be 1.0);
 - gold recall: share of HotpotQA supporting sentences covered by a returned fact;
@@ -131,6 +132,7 @@ def main() -> None:
         ("model", "model"),
         ("proposed/p", "proposed_per_passage"),
         ("grounded", "proposal_grounded_fraction"),
+        ("model facts/p", "model_facts_per_passage"),
         ("facts/p", "facts_per_passage"),
         ("model share", "model_share"),
         ("fallback share", "fallback_share"),

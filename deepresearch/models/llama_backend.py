@@ -127,7 +127,7 @@ class _LazyGrammarSampler:
         array = self._array(self.n_vocab)
         lib.llama_sampler_apply(self._chain.sampler, ctypes.byref(array))
         token = self._select(array)
-        self._one.id, self._one.logit, self._one.p = token, 1.0, 0.0
+        self._one.id, self._one.logit, self._one.p = token, 1.0, 0.0  # type: ignore[assignment]
         single = lib.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
         lib.llama_sampler_apply(self._grammar, ctypes.byref(single))
         if self._one.logit != float("-inf"):
@@ -168,13 +168,14 @@ def _llama_class() -> Any:
         lazy_grammar = True
         last_sampler: _LazyGrammarSampler | None = None
 
-        def _init_sampler(self, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
-            chain = super()._init_sampler(*args, grammar=None, **kwargs)
+        def _init_sampler(self, **kwargs: Any) -> Any:  # type: ignore[override]
+            grammar = kwargs.pop("grammar", None)
+            if grammar is not None and not self.lazy_grammar:
+                # The stock path (grammar over the whole vocabulary), kept for the benchmark.
+                return super()._init_sampler(grammar=grammar, **kwargs)
+            chain = super()._init_sampler(grammar=None, **kwargs)
             if grammar is None:
                 return chain
-            if not self.lazy_grammar:
-                # The stock path (grammar over the whole vocabulary), kept for the benchmark.
-                return super()._init_sampler(*args, grammar=grammar, **kwargs)
             self.last_sampler = _LazyGrammarSampler(self, chain, grammar)
             return self.last_sampler
 

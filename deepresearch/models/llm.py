@@ -203,20 +203,20 @@ def available_models(config: LLMConfig) -> list[dict[str, Any]]:
             }
         )
     for name, note in SHIPPED_MODELS.items():
+        found: Path | None
         try:
-            path: Path | None = shipped_model_path(name, assemble=False)
-            status = "found"
+            found, status = shipped_model_path(name, assemble=False), "found"
         except ModelNotFound as exc:
-            path, status = None, "not installed" if "not installed" in str(exc) else "assembled on first use"
+            found, status = None, "not installed" if "not installed" in str(exc) else "assembled on first use"
         if config.backend == "llama-cpp" and name == configured:
             status = f"configured, {status}"
         rows.append(
             {
                 "name": name,
                 "backend": "llama-cpp",
-                "path": str(path) if path else None,
+                "path": str(found) if found else None,
                 "status": status,
-                "size_bytes": path.stat().st_size if path else None,
+                "size_bytes": found.stat().st_size if found else None,
                 "note": note,
                 "default": name == DEFAULT_MODEL,
             }
