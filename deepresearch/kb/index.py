@@ -98,7 +98,7 @@ def search_vec0(conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple
                 break
             want = min(VEC_K_LIMIT, want * 4)
         found.extend(kept[:k])
-    found.sort(key=lambda item: -item[1])
+    found.sort(key=lambda item: (-item[1], item[0]))
     return found[:k]
 
 
@@ -114,81 +114,91 @@ def _passing(rows: list[tuple], category: str, flt: Filter) -> list[tuple[int, f
 
 
 class RamIndex:
-    """The fact vectors as one float32 matrix plus lifecycle columns, for exact masked search."""
+    """Fact vectors in RAM, laid out by category and then by `verified_at`, for exact search.
+
+    The layout makes the lifecycle filters slices instead of masks: a category filter picks
+    one block, and an age limit (`verified_at >= cutoff`) is a suffix of that block found by
+    binary search, so only eligible rows are ever multiplied (no copy, numpy views).
+    Status and the decayed-confidence floor are masks on those slices.
+    """
 
     def __init__(self) -> None:
         self.generation: tuple[str | None, str | None] = (None, None)
         self.rids = np.zeros(0, dtype=np.int64)
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.category = np.zeros(0, dtype=np.int8)
-        self.status_ok: dict[tuple[str, ...], np.ndarray] = {}
         self.status = np.zeros(0, dtype=object)
         self.verified = np.zeros(0, dtype=np.float64)
         self.confidence = np.zeros(0, dtype=np.float64)
+        self.blocks: dict[str, tuple[int, int]] = {}
+        self._status_ok: dict[tuple[str, ...], np.ndarray] = {}
 
     def refresh(self, conn: Any) -> None:
-        """Reload what changed since the last call (new vectors, then all lifecycle columns)."""
+        """Load new vectors and all lifecycle columns if any KB write happened since last time."""
         generation = (get_meta(conn, GENERATION_KEY), get_meta(conn, VECTORS_KEY))
-        if generation == self.generation and self.rids.size:
+        if generation == self.generation:
             return
-        if generation[1] != self.generation[1]:
-            self.rids = np.zeros(0, dtype=np.int64)
-            self.matrix = np.zeros((0, 0), dtype=np.float32)
-        last = int(self.rids[-1]) if self.rids.size else 0
-        rows = conn.execute(
-            "select rowid, embedding from fact_vec where rowid > ? order by rowid", (last,)
-        ).fetchall()
+        if generation[1] != self.generation[1]:  # vectors rebuilt (reembed): start over
+            self.rids, self.matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        last = int(self.rids.max()) if self.rids.size else 0
+        rows = conn.execute("select rowid, embedding from fact_vec where rowid > ?", (last,)).fetchall()
+        rids, matrix = self.rids, self.matrix
         if rows:
-            new_rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             new = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            self.matrix = new.copy() if not self.matrix.size else np.vstack([self.matrix, new])
-            self.rids = np.concatenate([self.rids, new_rids])
-        meta = conn.execute(
-            "select rid, category, status, verified_at, confidence from facts order by rid"
-        ).fetchall()
-        n = self.rids.size
-        self.category = np.full(n, -1, dtype=np.int8)
-        self.status = np.full(n, "gone", dtype=object)
-        self.verified = np.zeros(n, dtype=np.float64)
-        self.confidence = np.zeros(n, dtype=np.float64)
-        if meta and n:
-            meta_rids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))
-            pos = np.searchsorted(self.rids, meta_rids)
-            ok = (pos < n) & (self.rids[np.minimum(pos, n - 1)] == meta_rids)
-            index = {c: i for i, c in enumerate(CATEGORIES)}
-            cats = np.array([index.get(r[1], -1) for r in meta], dtype=np.int8)
-            self.category[pos[ok]] = cats[ok]
-            self.status[pos[ok]] = np.array([r[2] for r in meta], dtype=object)[ok]
-            self.verified[pos[ok]] = np.array([r[3] for r in meta], dtype=np.float64)[ok]
-            self.confidence[pos[ok]] = np.array([r[4] for r in meta], dtype=np.float64)[ok]
-        self.status_ok = {}
+            rids = np.concatenate([rids, np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))])
+            matrix = new.copy() if not matrix.size else np.vstack([matrix, new])
+        meta = conn.execute("select rid, category, status, verified_at, confidence from facts").fetchall()
+        index = {c: i for i, c in enumerate(CATEGORIES)}
+        by_rid = np.argsort(rids)
+        meta_rids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))
+        pos = by_rid[np.minimum(np.searchsorted(rids, meta_rids, sorter=by_rid), max(0, rids.size - 1))]
+        found = rids[pos] == meta_rids if rids.size else np.zeros(len(meta), dtype=bool)
+        pos = pos[found]
+        category = np.full(rids.size, -1, dtype=np.int8)
+        status = np.full(rids.size, "gone", dtype=object)
+        verified = np.zeros(rids.size)
+        confidence = np.zeros(rids.size)
+        category[pos] = np.array([index.get(r[1], -1) for r in meta], dtype=np.int8)[found]
+        status[pos] = np.array([r[2] for r in meta], dtype=object)[found]
+        verified[pos] = np.array([r[3] for r in meta], dtype=np.float64)[found]
+        confidence[pos] = np.array([r[4] for r in meta], dtype=np.float64)[found]
+        keep = np.flatnonzero(category >= 0)  # vectors of purged facts are dropped here
+        order = keep[np.lexsort((verified[keep], category[keep]))]
+        if order.size != rids.size or not np.array_equal(order, np.arange(rids.size)):
+            matrix, rids = matrix[order], rids[order]
+            category, status, verified, confidence = (
+                category[order],
+                status[order],
+                verified[order],
+                confidence[order],
+            )
+        self.rids, self.matrix, self.category, self.status = rids, matrix, category, status
+        self.verified, self.confidence = verified, confidence
+        bounds = np.searchsorted(category, np.arange(len(CATEGORIES) + 1))
+        self.blocks = {c: (int(bounds[i]), int(bounds[i + 1])) for i, c in enumerate(CATEGORIES)}
+        self._status_ok = {}
         self.generation = generation
 
     def search(self, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
-        """Top-k (rid, cosine) among eligible rows: mask first, then one matrix product."""
-        if not self.rids.size:
-            return []
+        """Top-k (rid, cosine) among eligible rows, scanning only the eligible slices."""
         statuses = flt.visibility.statuses
-        if statuses not in self.status_ok:
-            self.status_ok[statuses] = np.isin(self.status, list(statuses))
-        mask = self.status_ok[statuses] & (self.confidence >= flt.min_confidence)
-        allowed = np.zeros(self.rids.size, dtype=bool)
-        age = (flt.now - self.verified) / 86400.0
+        if statuses not in self._status_ok:
+            self._status_ok[statuses] = np.isin(self.status, list(statuses))
+        status_ok = self._status_ok[statuses]
+        query = np.asarray(query, dtype=np.float32)
+        found: list[tuple[int, float]] = []
         for category, cutoff in flt.visibility.cutoffs(flt.now).items():
-            in_cat = self.category == CATEGORIES.index(category)
+            start, end = self.blocks.get(category, (0, 0))
             if cutoff is not None:
-                in_cat &= self.verified >= cutoff
-            if flt.visibility.decay or flt.min_confidence > 0:
-                idx = np.flatnonzero(in_cat & mask)
-                factor = flt.decay_factor(category, age[idx])
-                in_cat[idx] = self.confidence[idx] * factor >= flt.min_confidence
-            allowed |= in_cat
-        allowed &= mask
-        idx = np.flatnonzero(allowed)
-        if not idx.size:
-            return []
-        # One product over all rows is cheaper than copying the eligible rows out first.
-        scores = (self.matrix @ np.asarray(query, dtype=np.float32))[idx]
-        top = np.argpartition(-scores, min(k, idx.size) - 1)[:k] if idx.size > k else np.arange(idx.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self.rids[idx[i]]), float(scores[i])) for i in top]
+                start += int(np.searchsorted(self.verified[start:end], cutoff, side="left"))
+            if start >= end:
+                continue
+            ok = status_ok[start:end] & (self.confidence[start:end] >= flt.min_confidence)
+            if flt.visibility.decay and flt.min_confidence > 0:
+                factor = flt.decay_factor(category, (flt.now - self.verified[start:end]) / 86400.0)
+                ok &= self.confidence[start:end] * factor >= flt.min_confidence
+            scores = np.where(ok, self.matrix[start:end] @ query, -np.inf)
+            top = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
+            found.extend((int(self.rids[start + i]), float(scores[i])) for i in top if ok[i])
+        found.sort(key=lambda item: (-item[1], item[0]))
+        return found[:k]
