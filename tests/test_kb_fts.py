@@ -76,3 +76,40 @@ def test_terms_split_cjk_runs_into_trigrams():
     long_terms, short_terms = terms("GPU出货量 AI")
     assert long_terms == ["出货量", "gpu"] and short_terms == ["ai"]
     assert terms("the of and")[0] == []
+
+
+@pytest.fixture(scope="module")
+def degraded_kb(tmp_path_factory):
+    """A KB created while sqlite-vec was unavailable (migration m103 skipped)."""
+    import os
+
+    path = tmp_path_factory.mktemp("novec") / "kb.db"
+    os.environ["DEEPRESEARCH_DISABLE_VEC"] = "1"
+    try:
+        conn = connect(path)
+    finally:
+        del os.environ["DEEPRESEARCH_DISABLE_VEC"]
+    store = KnowledgeBase(conn, FakeEmbedder(), KBConfig())
+    store.add_facts([Fact("Stored before sqlite-vec was installed", "https://early.example")], now=NOW)
+    yield store, path
+    conn.close()
+
+
+@given(text=st.text(max_size=40), mode=st.sampled_from(["off", "inform", "freshness", "lifecycle", "x"]))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_kb_query_with_arbitrary_text_never_raises(degraded_kb, text, mode):
+    store, _ = degraded_kb
+    recall = store.query(text, mode=mode, now=NOW)
+    assert recall.degraded and "sqlite-vec" in recall.reason
+
+
+def test_db_created_without_sqlite_vec_upgrades_when_it_returns(degraded_kb):
+    store, path = degraded_kb
+    assert store.conn.execute("select count(*) from sqlite_master where name = 'fact_vec'").fetchone()[0] == 0
+    conn = connect(path)  # m103 applies now
+    kb = KnowledgeBase(conn, FakeEmbedder(), KBConfig())
+    assert any("without a vector" in p for p in kb.check())
+    recall = kb.query("stored before sqlite-vec", now=NOW)
+    assert not recall.degraded and recall.hits[0].source_url == "https://early.example"
+    assert kb.check() == []
+    conn.close()

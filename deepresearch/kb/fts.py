@@ -57,7 +57,8 @@ def _like_pattern(term: str) -> str:
 def visibility_sql(flt: Filter, alias: str = "f") -> tuple[str, list[Any]]:
     """SQL condition + params for the lifecycle rules (decayed-confidence floor excluded)."""
     statuses = flt.visibility.statuses
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for category, cutoff in flt.visibility.cutoffs(flt.now).items():
         if cutoff is None:
             parts.append(f"{alias}.category = ?")
