@@ -109,6 +109,15 @@ MIGRATIONS: list[Migration] = [
         """,
         requires_vec=True,
     ),
+    # Dedup looks up active *and* expired facts by hash, and purge sweeps expired ones too:
+    # the partial indexes of m101 cover only active rows, which made both full scans.
+    Migration(
+        "m104_fact_lookup_indexes",
+        """
+        create index facts_hash on facts (text_hash);
+        create index facts_expires_any on facts (expires_at) where expires_at is not null;
+        """,
+    ),
     # --- local corpus (deepresearch/search) ---
     # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus on first
     # ingest, because its dimension is the embedding model's, known only at run time.

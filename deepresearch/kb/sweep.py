@@ -42,11 +42,15 @@ class SweepResult:
 
 
 def _due(kb: KnowledgeBase, now: float, purge: bool, limit: int) -> list[tuple[int, str, str, str]]:
-    # Purge also removes facts an earlier sweep already marked expired.
-    statuses = "('active', 'expired')" if purge else "('active')"
+    # Purge also removes facts an earlier sweep already marked expired. INDEXED BY: without
+    # ANALYZE statistics SQLite prefers the status index and sorts every active row per batch.
+    if purge:
+        index, statuses = "facts_expires_any", "status in ('active', 'expired')"
+    else:
+        index, statuses = "facts_expiry", "status = 'active'"
     return kb.conn.execute(
-        "select rid, id, fact, status from facts where expires_at is not null and expires_at < ?"
-        f" and status in {statuses} order by expires_at limit ?",
+        f"select rid, id, fact, status from facts indexed by {index}"
+        f" where expires_at is not null and expires_at < ? and {statuses} order by expires_at limit ?",
         (now, limit),
     ).fetchall()
 
