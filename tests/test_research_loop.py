@@ -238,3 +238,28 @@ def test_io_bound_backend_searches_queries_concurrently(workspace, fake_embedder
     assert sorted(backend.calls) == sorted([topic, *queries])
     assert search_seconds < 1.2  # three 0.5 s searches overlapped (sequential: ≥ 1.5 s)
     assert {s.url for s in state.sources} == set(DOCS)
+
+
+def test_fast_changing_known_facts_are_rechecked_not_trusted(workspace, fake_embedder):
+    from deepresearch.facts import Fact
+
+    deps = make_deps(workspace, fake_embedder)
+    price = "The price of sqlite-vec vectors in vec0 tables is 0 dollars in 2026."
+    spec = "sqlite-vec stores vectors in vec0 virtual tables."
+    deps.kb.add_facts(  # verified three days ago: too old for market data, fresh for technology
+        [
+            Fact(price, "https://pypi.org/project/sqlite-vec/", category="market_data"),
+            Fact(spec, "https://github.com/asg017/sqlite-vec", category="technology"),
+        ],
+        now=time.time() - 3 * 86400,
+    )
+    result = run_research(
+        workspace, "sqlite-vec vectors in vec0 tables", RunOptions(loops=1, queries=3), deps=deps
+    )
+    state = RunStore(workspace.db).load_state(result.run_id)
+    # The fresh technology fact covers the topic; the market_data fact is re-verified by a search.
+    assert state.queries_done == [price]
+    assert (
+        "## From the knowledge base" in result.report
+        and "https://pypi.org/project/sqlite-vec/" in result.report
+    )

@@ -65,6 +65,7 @@ class Known:
     category: str
     confidence: float
     age_days: float
+    relevance: float = 0.0
 
 
 @dataclass

@@ -24,6 +24,7 @@ from deepresearch.text import content_words, normalize_space, split_sentences, t
 log = logging.getLogger(__name__)
 
 FAST_CHANGING = ("market_data", "product_info")
+FAST_CHANGING_MAX_AGE_DAYS = 1.0
 SUMMARY_SENTENCES = 3
 QUESTION_WORDS = frozenset(
     "work works working explain describe difference between compare use used using mean means way ways"
@@ -117,11 +118,16 @@ def clean_queries(raw: Any, done: list[str], n: int, anchor: str) -> list[str]:
 
 
 def _fresh(deps: Deps, state: ResearchState, k: Known) -> bool:
-    """A known fact that needs no re-check: mode off, or young enough and not fast-changing."""
+    """A known fact that needs no re-check: mode off, or younger than the freshness level
+    (fast-changing categories: younger than a day)."""
     if state.options.lifecycle == "off":
         return True
-    max_age = deps.freshness_days.get(state.options.fresh, 30.0)
-    return k.age_days <= max_age and k.category not in FAST_CHANGING
+    max_age = (
+        FAST_CHANGING_MAX_AGE_DAYS
+        if k.category in FAST_CHANGING
+        else deps.freshness_days.get(state.options.fresh, 30.0)
+    )
+    return k.age_days <= max_age
 
 
 def topic_words(text: str) -> list[str]:
@@ -155,8 +161,10 @@ def gap_queries(state: ResearchState, deps: Deps, covered_text: str, n: int) -> 
     elif gap:
         # Only what is missing, plus a little context from the covered words, as keywords.
         candidates.append(" ".join((gap + [w for w in words if w not in gap])[: max(len(gap) + 2, 3)]))
-    candidates += [truncate(k.fact, 100) for k in state.known if not _fresh(deps, state, k)]
-    return clean_queries(candidates, state.queries_done, n, state.topic + " " + covered_text)
+    stale = [k for k in state.known if not _fresh(deps, state, k) and k.relevance >= deps.cover_similarity]
+    candidates += [truncate(k.fact, 100) for k in stale]
+    anchor = " ".join([state.topic, covered_text, *(k.fact for k in state.known)])
+    return clean_queries(candidates, state.queries_done, n, anchor)
 
 
 _MARKUP_LINE = re.compile(r"^\s*(#{1,6}\s|[-*_=]{3,}\s*$|\|)", re.M)
@@ -233,6 +241,7 @@ def recall(state: ResearchState, deps: Deps) -> dict[str, Any]:
             h.category,
             float(h.confidence),
             float(h.age_days),
+            float(h.relevance),
         )
         for h in result.hits
     ]
