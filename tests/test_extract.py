@@ -123,11 +123,12 @@ def test_model_facts_grounded_are_kept_with_the_real_url_and_fallback_fills():
                 ("Marie Curie won the Nobel Prize in Physics in 1903.", "historical", 0.95),
                 ("Marie Curie was born in Berlin in 1870.", "historical", 0.9),  # invented
                 ("See https://example.org/more", "strategy", 0.5),  # URL garbage
+                ("She was born in Warsaw in 1867.", "historical", 0.9),  # not self-contained
             )
         ]
     )
-    result = extract_facts(SOURCE, URL, topic="Marie Curie", model=model, max_facts=3)
-    assert result.method == "mixed" and result.proposed == 3 and result.rejected == 2
+    result = extract_facts(SOURCE, URL, topic="Marie Curie", model=model, max_facts=4)
+    assert result.method == "mixed" and result.proposed == 4 and result.rejected == 3
     assert result.methods[0] == "model" and set(result.methods[1:]) == {"fallback"}
     first = result.facts[0]
     assert (first.fact, first.category, first.confidence) == (
@@ -137,11 +138,15 @@ def test_model_facts_grounded_are_kept_with_the_real_url_and_fallback_fills():
     )  # capped
     assert all(f.source_url == URL and f.research_topic == "Marie Curie" for f in result.facts)
     assert all(is_grounded(f.fact, SOURCE) for f in result.facts)
-    assert {why.split(":")[0] for _, why in result.rejections} == {"numbers not in source", "contains a URL"}
+    assert {why.split(":")[0] for _, why in result.rejections} == {
+        "numbers not in source",
+        "contains a URL",
+        "not self-contained (starts with a pronoun)",
+    }
     # the fallback never repeats what the model already said
     assert not any("1903" in f.fact for f in result.facts[1:])
     schema = model.history[0]["schema"]
-    assert schema["properties"]["facts"]["maxItems"] == 3
+    assert schema["properties"]["facts"]["maxItems"] == 4
 
 
 @pytest.mark.parametrize("reply", ["", "I cannot do that.", '{"facts": "none"}', {"facts": []}])

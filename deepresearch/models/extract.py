@@ -366,6 +366,8 @@ def extract_facts(
         for item in proposals:
             claim = normalize_space(str(item.get("fact") or "")).strip(" \"'“”-*•")
             problem = grounding_problem(claim, source, topic)
+            if problem is None and _ANAPHOR_START.match(claim):
+                problem = "not self-contained (starts with a pronoun)"
             if problem is None and not keep(
                 claim,
                 _model_category(item.get("category"), claim),
