@@ -139,7 +139,7 @@ def test_model_answer_with_unknown_ids_is_cleaned_and_counted(workspace, fake_em
         deps=make_deps(workspace, fake_embedder, RoutedChatModel(answer=answer)),
     )
     stats = result.report_stats
-    assert stats["answer_method"] == "llm"
+    assert stats["answer_method"] == "llm+extractive"
     assert stats["invalid_citations_removed"] == 1
     assert "cheese" not in result.report  # ungrounded sentence dropped
     assert "S42" not in result.report and "[S1]" not in result.report

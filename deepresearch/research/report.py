@@ -37,7 +37,8 @@ class _Citations:
 def _answer(
     state: ResearchState, deps: Deps, evidence: dict[str, str]
 ) -> tuple[list[tuple[str, list[str]]], str, int]:
-    """Model answer with ungrounded sentences and unknown ids dropped; else the best evidence sentences."""
+    """The model's grounded sentences (unknown ids and unsupported sentences dropped), topped up
+    with the evidence sentences closest to the question."""
     text = ask(
         deps,
         state,
@@ -49,21 +50,29 @@ def _answer(
         40 * ANSWER_SENTENCES,
     )
     invalid = 0
+    sentences: list[tuple[str, list[str]]] = []
     if isinstance(text, str) and text.strip():
         sentences, invalid = parse_cited(text, set(evidence))
-        kept: list[tuple[str, list[str]]] = []
-        for s, ids in sentences:
-            words = set(content_words(s))
-            # Markup and near-repeats are how a small model pads an answer: drop them.
-            if "#" in s or any(words <= set(content_words(k)) for k, _ in kept):
-                continue
-            if supported(s, ids, evidence):
-                kept.append((s, ids))
-        if kept:
-            return kept[:ANSWER_SENTENCES], "llm", invalid
-    ranked = rank_by_similarity(deps.embedder, state.topic, list(evidence.values()))
+    from_model = len(sentences)
     keys = list(evidence)
-    return [(evidence[keys[i]], [keys[i]]) for _, i in ranked[:ANSWER_SENTENCES]], "extractive", invalid
+    ranked = rank_by_similarity(deps.embedder, state.topic, list(evidence.values()))
+    sentences += [(evidence[keys[i]], [keys[i]]) for _, i in ranked]
+    kept: list[tuple[str, list[str]]] = []
+    used_model = False
+    for n, (s, ids) in enumerate(sentences):
+        words = set(content_words(s))
+        # Markup and near-repeats are how a small model pads an answer: drop them.
+        if (
+            "#" in s
+            or any(words <= set(content_words(k)) for k, _ in kept)
+            or not supported(s, ids, evidence)
+        ):
+            continue
+        kept.append((s, ids))
+        used_model = used_model or n < from_model
+        if len(kept) == ANSWER_SENTENCES:
+            break
+    return kept, "llm+extractive" if used_model else "extractive", invalid
 
 
 def report(state: ResearchState, deps: Deps) -> dict[str, Any]:

@@ -25,10 +25,12 @@ log = logging.getLogger(__name__)
 
 FAST_CHANGING = ("market_data", "product_info")
 FAST_CHANGING_MAX_AGE_DAYS = 1.0
+MIN_EVIDENCE_SIMILARITY = 0.2
 SUMMARY_SENTENCES = 3
 QUESTION_WORDS = frozenset(
     "work works working explain describe difference between compare use used using mean means way ways"
-    " happen happens kind kinds type types make makes thing things know tell".split()
+    " happen happens kind kinds type types make makes thing things know tell let lets get gets same"
+    " together role roles affect affects".split()
 )
 _SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]*$")
 _LABEL = re.compile(r"^(evidence|summary|answer|question)\s*:\s*", re.I)
@@ -352,10 +354,14 @@ def summarize(state: ResearchState, deps: Deps) -> dict[str, Any]:
             if by_sid[sid].query == query
             for s in prose_sentences(by_sid[sid].text)
         ]
-        ranked = rank_by_similarity(deps.embedder, query, [s for _, s in items])
+        # Follow-up queries are keywords: rank against them in the light of the question.
+        focus = query if query == state.topic else f"{state.topic} {query}"
+        ranked = rank_by_similarity(deps.embedder, focus, [s for _, s in items])
         chosen: list[tuple[str, list[str]]] = []
-        for _, i in ranked:
+        for score, i in ranked:
             sid, sentence = items[i]
+            if score < MIN_EVIDENCE_SIMILARITY:
+                break  # off-topic sentences are not findings
             if all(_key(sentence) != _key(c) for c, _ in chosen):
                 chosen.append((sentence, [sid]))
             if len(chosen) == SUMMARY_SENTENCES:
