@@ -7,7 +7,8 @@ module); then each question is researched and scored:
 
 - support recall: share of gold supporting paragraphs among the report's cited sources
 - answer found: the gold answer string occurs in the report or in the extracted facts
-- citation validity: cited numbers that resolve to a source the run retrieved (or a KB fact's source)
+- citation validity: cited numbers that resolve to a source the run retrieved (or a KB fact's source);
+  model-emitted ids that resolved to nothing were removed from the report and are counted apart
 - wall time per question and the LLM's share of it (non-LLM overhead target: ≤ 15 %)
 
 Baseline in the same run: the same pipeline with no model (every step on its deterministic
@@ -53,15 +54,17 @@ def write_corpus(items: list[dict], folder: Path) -> dict[str, str]:
     return titles
 
 
-def score(item: dict, result, titles: dict[str, str]) -> dict:  # type: ignore[no-untyped-def]
+def score(item: dict, result, state, titles: dict[str, str]) -> dict:  # type: ignore[no-untyped-def]
     """The per-question figures."""
     gold = {t for t, _ in item["supporting_facts"]}
     cited = {titles.get(s["url"]) for s in result.sources}
     body = result.report.split("## Sources")[0]
     numbers = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", body)]
-    listed = {s["n"] for s in result.sources}
-    valid = sum(1 for n in numbers if n in listed)
-    invalid = len(numbers) - valid + result.report_stats.get("invalid_citations_removed", 0)
+    # Valid = the number is listed AND its URL was retrieved in this run or is a recalled KB fact's source.
+    allowed = {s.url for s in state.sources} | {u for k in state.known for u in k.sources}
+    urls = {s["n"]: s["url"] for s in result.sources}
+    valid = sum(1 for n in numbers if urls.get(n) in allowed)
+    removed = result.report_stats.get("invalid_citations_removed", 0)
     haystack = _norm(result.report + " " + " ".join(f["fact"] for f in result.facts))
     llm = result.counters.get("llm_seconds", 0.0)
     return {
@@ -69,7 +72,8 @@ def score(item: dict, result, titles: dict[str, str]) -> dict:  # type: ignore[n
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
         "answer_found": _norm(item["answer"]) in haystack,
         "citations": len(numbers),
-        "citation_validity": valid / (valid + invalid) if valid + invalid else 1.0,
+        "citation_validity": valid / len(numbers) if numbers else 1.0,
+        "model_ids_removed": removed,
         "wall_seconds": result.elapsed_seconds,
         "llm_seconds": round(llm, 3),
         "llm_share": llm / result.elapsed_seconds if result.elapsed_seconds else 0.0,
@@ -83,6 +87,7 @@ def evaluate(
 ) -> list[dict]:
     """Research every item in a copy of the ingested workspace; return per-question scores."""
     from deepresearch.research.loop import build_deps, options_from_config, run_research
+    from deepresearch.research.runs import RunStore
     from deepresearch.workspace import Workspace
 
     home = work / ("llm" if use_llm else "baseline")
@@ -97,7 +102,7 @@ def evaluate(
             deps.model = None
         for i, item in enumerate(items, 1):
             result = run_research(ws, item["question"], opts, deps=deps)
-            rows.append(score(item, result, TITLES))
+            rows.append(score(item, result, RunStore(ws.db).load_state(result.run_id), TITLES))
             r = rows[-1]
             print(
                 f"[{'llm' if use_llm else 'base'} {i}/{len(items)}] recall {r['support_recall']:.2f} "
@@ -124,6 +129,7 @@ def summary(rows: list[dict]) -> dict:
         "llm_share": round(llm / wall, 3) if wall else 0.0,
         "non_llm_seconds_mean": round((wall - llm) / len(rows), 2),
         "backend_searches_mean": round(statistics.mean(r["backend_searches"] for r in rows), 2),
+        "model_ids_removed_total": sum(r["model_ids_removed"] for r in rows),
     }
 
 
@@ -184,6 +190,7 @@ def main() -> None:
         "llm_share",
         "non_llm_seconds_mean",
         "backend_searches_mean",
+        "model_ids_removed_total",
     ]
     print(
         f"{'':<24}"

@@ -132,3 +132,24 @@ def test_end_to_end_with_the_real_models_on_the_sample_corpus(
     retrieved = {f"file://{CORPUS / 'sqlite-wal.md'}", f"file://{CORPUS / 'fts5.md'}"}
     assert set(listed.values()) <= retrieved
     assert data["report_stats"]["citations"] >= 1
+
+
+def test_unwritable_out_file_is_a_clean_error_and_the_run_is_kept(home, fake_embedder, tmp_path):
+    from deepresearch.errors import InputError
+    from deepresearch.research.runs import RunStore
+    from deepresearch.workspace import Workspace
+
+    ws = Workspace.open(home)
+    try:
+        with pytest.raises(InputError, match="cannot write the report to .*it is saved at"):
+            run_research(
+                ws,
+                "SQLite WAL readers",
+                RunOptions(loops=1),
+                deps=make_deps(ws, fake_embedder),
+                out=tmp_path / "missing" / "r.md",
+            )
+        (run,) = RunStore(ws.db).list()
+        assert run.status == "done" and Path(run.report_path).is_file()
+    finally:
+        ws.close()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from deepresearch.errors import InputError
 from deepresearch.facts import new_id
 from deepresearch.models.llm import ChatModel, Completion
 from deepresearch.research import steps
@@ -167,12 +168,14 @@ def run_research(
 ) -> RunResult:
     """Run (or resume) a research run to its report; every step is checkpointed in the DB."""
     store = RunStore(ws.db)
-    if resume:
-        state = store.load_state(resume)
-    else:
-        state = ResearchState(new_id(), topic or "", options or options_from_config(ws))
+    state = (
+        store.load_state(resume)
+        if resume
+        else ResearchState(new_id(), topic or "", options or options_from_config(ws))
+    )
+    deps = deps or build_deps(ws, state.options)  # before the run row: a missing model leaves no stub run
+    if not resume:
         store.create(state)
-    deps = deps or build_deps(ws, state.options)
     model = deps.model.model if isinstance(deps.model, TimedModel) else deps.model
     # A copy, so a caller can reuse its deps for the next run: timings go to this run's counters.
     deps = dataclasses.replace(deps, model=None if model is None else TimedModel(model, state))
@@ -206,9 +209,14 @@ def run_research(
         ws.reports_dir / f"{time.strftime('%Y%m%d')}-{_slug(state.topic)}-{state.run_id[-6:].lower()}.md"
     )
     report_path.write_text(state.report, encoding="utf-8")
-    if out is not None:
-        Path(out).write_text(state.report, encoding="utf-8")
     store.finish(state.run_id, str(report_path))
+    if out is not None:
+        try:
+            Path(out).write_text(state.report, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the report to {out}: {exc.strerror} — it is saved at {report_path}"
+            ) from None
     return RunResult(
         run_id=state.run_id,
         topic=state.topic,
