@@ -65,9 +65,7 @@ EXTRACT_FACTS = Prompt(
     user=(
         "Research topic: $topic\n\n"
         'Source text:\n"""\n$text\n"""\n\n'
-        "List up to $max_facts different facts from the source text, most relevant to the topic first. "
-        'Each fact is a full sentence with a verb, like "Acme Corp was founded in Berlin in 1990.", '
-        "never just a name or a title. "
+        "List up to $max_facts facts from the source text, most relevant to the topic first. "
         f"category is one of: {_CATEGORY_GUIDE}. "
         "confidence (0.5 to 1.0) is how clearly the source states it.\n"
         'Answer as {"facts": [{"fact": "...", "category": "...", "confidence": 0.9}]}'
