@@ -15,6 +15,7 @@ and resample. The output is still guaranteed to match the grammar.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -200,6 +201,18 @@ def _fallback_handler(llama: Any) -> tuple[Any, str]:
         stop_ids += llama.tokenize(b"<|im_end|>", add_bos=False, special=True)[:1]
     formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos, stop_token_ids=stop_ids)
     return formatter.to_chat_handler(), name
+
+
+def close_models() -> None:
+    """Free the loaded llama.cpp model (also run at exit, while llama_cpp can still free it)."""
+    with _MODEL_LOCK:
+        for key in list(_LOADED_LLAMA):
+            _LOADED_LLAMA.pop(key).close()
+
+
+# Without this, the model is freed during interpreter shutdown after llama_cpp's globals
+# are gone, which prints a TypeError traceback on every exit.
+atexit.register(close_models)
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None) -> Any:
