@@ -189,10 +189,22 @@ def test_repeated_model_facts_are_deduplicated():
     assert result.rejected == 2
 
 
-def test_model_category_is_kept_when_known_else_rules_decide():
-    model = FakeChatModel([_facts(("Marie Curie was born in Warsaw in 1867.", "Market Data", 0.7))])
-    result = extract_facts(SOURCE, URL, model=model, max_facts=1)
-    assert result.facts[0].category == "market_data"
+def test_model_category_is_kept_when_known_unless_a_strong_cue_decides():
+    model = FakeChatModel(
+        [_facts(("Marie Curie won the Nobel Prize in Physics in 1903.", "Market Data", 0.7))]
+    )
+    assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "market_data"
+    model = FakeChatModel([_facts(("Marie Curie was born in Warsaw in 1867.", "product_info", 0.7))])
+    assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "historical"
+    model = FakeChatModel([_facts(("Marie Curie won the Nobel Prize in Physics in 1903.", "no idea", 0.7))])
+    assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "historical"
+
+
+def test_heading_word_repeated_by_the_model_is_collapsed():
+    source = "Acme\n\nAcme Corp was founded in Berlin in 1990 by Anna Schmidt."
+    model = FakeChatModel([_facts(("Acme Acme Corp was founded in Berlin in 1990.", "historical", 0.9))])
+    result = extract_facts(source, URL, model=model, max_facts=1)
+    assert [f.fact for f in result.facts] == ["Acme Corp was founded in Berlin in 1990."]
 
 
 def test_empty_or_factless_text_returns_nothing():

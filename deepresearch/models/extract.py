@@ -50,6 +50,7 @@ _CONNECTOR_START = re.compile(
 )
 _BLOCK_LINE = re.compile(r"\n[ \t]*((?:[#>*\-+•]+|\d+[.)])[ \t]+)")
 _MARKUP = re.compile(r"^\s*(?:[#>*\-+•]+|\d+[.)])\s+")
+_REPEATED_NAME = re.compile(r"\b([A-Z][\w'’\-]*)(?: \1\b)+")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _PARENS = re.compile(r"\s*\([^()]*\)")
 _EMPTY_PAREN_LEAD = re.compile(r"\(\s*[;,]\s*")  # Wikipedia "( ; born …)" after removed IPA
@@ -365,6 +366,7 @@ def extract_facts(
         result.proposed = len(proposals)
         for item in proposals:
             claim = normalize_space(str(item.get("fact") or "")).strip(" \"'“”-*•")
+            claim = _REPEATED_NAME.sub(r"\1", claim)  # "Acme Acme Corp" (heading + sentence)
             problem = grounding_problem(claim, source, topic)
             if problem is None and _ANAPHOR_START.match(claim):
                 problem = "not self-contained (starts with a pronoun)"
@@ -405,7 +407,10 @@ def _overall_method(methods: list[str]) -> str:
 
 
 def _model_category(value: object, claim: str) -> str:
-    """The model's category if it named a known one, else the rule-based guess."""
+    """A strong cue (born, founded, market share, %) decides; else the model's known category; else rules."""
+    strong = [c for c, rule in _COMPILED_STRONG.items() if rule.search(claim)]
+    if len(strong) == 1:
+        return strong[0]  # small models mislabel even "founded in 1990"
     if isinstance(value, str) and normalize_category(value) == value.strip().lower().replace(" ", "_"):
         return normalize_category(value)
     return classify_category(claim)
