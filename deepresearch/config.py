@@ -33,6 +33,11 @@ class OpenAIConfig(_Section):
     backoff_seconds: float = Field(
         1.0, ge=0, description="Delay before the first retry; doubles each retry (max 30 s); Retry-After wins."
     )
+    schema_mode: Literal["json_schema", "json_object", "none"] = Field(
+        "json_schema",
+        description="How a JSON schema is sent: response_format json_schema (OpenAI, vLLM, Ollama, LM Studio),"
+        " json_object + schema (older llama-server), or none (prompt only; answers are still validated).",
+    )
 
 
 class LLMConfig(_Section):

@@ -123,6 +123,20 @@ def test_schema_request_sends_json_schema_and_parses(server, sleeps):
     assert server.requests[0]["auth"] is None  # key variable unset → no header
 
 
+@pytest.mark.parametrize("mode, expected", [("json_object", "json_object"), ("none", None)])
+def test_schema_mode_for_servers_without_json_schema(server, sleeps, mode, expected):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    server.script.append((200, _chat_body('Here: {"n": 4}'), {}))
+    out = _model(server, sleeps, schema_mode=mode).complete(
+        [{"role": "user", "content": "2+2"}], schema=schema
+    )
+    assert out.data == {"n": 4}
+    sent = server.requests[0]["body"].get("response_format")
+    assert (sent or {}).get("type") == expected
+    if expected:
+        assert sent["schema"] == schema
+
+
 def test_429_then_success_backs_off_and_honours_retry_after(server, sleeps):
     server.script += [
         (429, {"error": {"message": "slow down"}}, {"Retry-After": "2"}),

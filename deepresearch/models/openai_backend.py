@@ -141,11 +141,13 @@ class OpenAIModel(ChatModel):
             "max_tokens": max_tokens or self.max_tokens,
             "temperature": self.temperature if temperature is None else temperature,
         }
-        if schema is not None:
+        if schema is not None and self.config.schema_mode == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": schema, "strict": True},
             }
+        elif schema is not None and self.config.schema_mode == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
         start = time.perf_counter()
         payload = self._request("POST", "/chat/completions", body)
         seconds = time.perf_counter() - start
