@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 30.0
 _HINTS = {
-    400: "the server rejected the request — check llm.openai.model and that the server supports"
-    " response_format json_schema",
+    400: "the server rejected the request — check llm.openai.model; if it does not support"
+    " response_format json_schema, set llm.openai.schema_mode to json_object or none",
     401: "check the API key in the environment variable named by llm.openai.api_key_env",
     403: "the API key is not allowed to use this model — check llm.openai.api_key_env and llm.openai.model",
     404: "check llm.openai.base_url (it usually ends in /v1) and llm.openai.model",
