@@ -230,15 +230,20 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
         # Half the cores by default, like llama.cpp: its threads spin-wait on each other, so
         # one more thread than there are idle cores can make generation ~10× slower.
         threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        from llama_cpp._utils import suppress_stdout_stderr
+
         try:
-            llama = _llama_class()(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                chat_format=chat_format,
-                verbose=False,
-            )
+            # verbose=False silences the model load but not the context set-up, where
+            # llama.cpp still prints notes (e.g. gemma's "using full-size SWA cache").
+            with suppress_stdout_stderr(disable=False):
+                llama = _llama_class()(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    chat_format=chat_format,
+                    verbose=False,
+                )
         except Exception as exc:  # llama.cpp reports a bad file as a bare ValueError
             raise ModelError(f"cannot load GGUF model {path}: {exc} — is it a valid GGUF file?") from exc
         if chat_format:
