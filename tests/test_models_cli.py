@@ -47,6 +47,15 @@ def test_models_info_with_a_missing_model_names_the_fix(runner, home, tmp_path):
     assert result.stderr.startswith("Error: model file not found:") and "--model" in result.stderr
 
 
+@pytest.mark.slow
+def test_models_info_on_a_file_that_is_not_gguf_names_the_fix(runner, home, tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model" * 100)
+    result = _run(runner, home, "models", "info", "--model", str(junk))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: cannot load GGUF model {junk}") and "valid GGUF" in result.stderr
+
+
 def test_extract_without_model_prints_grounded_json(runner, home, tmp_path):
     doc = tmp_path / "notes.md"
     doc.write_text(NOTES, encoding="utf-8")
