@@ -53,7 +53,11 @@ class LLMConfig(_Section):
     )
     temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per call.")
-    chat_format: str | None = Field(None, description="llama-cpp chat format override; null = the GGUF's template.")
+    chat_format: str | None = Field(
+        None,
+        description="llama-cpp chat format (e.g. chatml); null = the GGUF's own template, or for a GGUF"
+        " without one Gemma's turn format (gemma models) or ChatML.",
+    )
     openai: OpenAIConfig = Field(default_factory=OpenAIConfig, description="Settings of the openai backend.")
 
 
