@@ -57,6 +57,9 @@ CHATML_FALLBACK_TEMPLATE = (
 )
 
 _MODEL_LOCK = threading.Lock()
+# Generation is serialized process-wide: LlamaCppModel objects that differ only in sampling
+# settings share the one loaded llama.cpp model, which is not thread-safe.
+_GENERATE_LOCK = threading.Lock()
 # One loaded llama.cpp model per process: loading a second GGUF releases the first.
 _LOADED_LLAMA: dict[str, Any] = {}
 
@@ -263,7 +266,6 @@ class LlamaCppModel(ChatModel):
         self.config = config
         self.path = resolve_model_path(config)
         self.name = self.path.name
-        self._lock = threading.Lock()
 
     def _load(self) -> Any:
         return load_llama(self.path, self.config.n_ctx, self.config.n_threads, self.config.chat_format)
@@ -308,7 +310,7 @@ class LlamaCppModel(ChatModel):
             import json
 
             kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-        with self._lock:
+        with _GENERATE_LOCK:
             llama = self._load()
             start = time.perf_counter()
             try:
