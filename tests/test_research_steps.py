@@ -90,3 +90,26 @@ def test_route_sends_a_spent_budget_to_the_report():
     state.pending = []
     assert route(state, "plan", over_budget=False) == "reflect"
     assert route(state, "report", over_budget=False) == "done"
+
+
+def test_bridge_queries_follow_names_the_findings_add():
+    from deepresearch.research.state import Summary
+    from deepresearch.research.steps import bridge_queries
+
+    state = ResearchState(
+        "r", "Who directed the film that was shot in or around Leland, North Carolina?", RunOptions()
+    )
+    state.summaries = [
+        Summary(
+            "q",
+            0,
+            [
+                ("Parts of the film Blue Velvet were shot in Leland, North Carolina.", ["S1"]),
+                ("Leland is a town in Brunswick County.", ["S1"]),
+            ],
+            "extractive",
+        )
+    ]
+    assert bridge_queries(state, 3) == ["Blue Velvet directed", "Brunswick County directed"]
+    state.queries_done = ["Blue Velvet directed"]
+    assert bridge_queries(state, 3) == ["Brunswick County directed"]

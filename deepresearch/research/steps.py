@@ -30,10 +30,11 @@ SUMMARY_SENTENCES = 3
 QUESTION_WORDS = frozenset(
     "work works working explain describe difference between compare use used using mean means way ways"
     " happen happens kind kinds type types make makes thing things know tell let lets get gets same"
-    " together role roles affect affects".split()
+    " together role roles affect affects around near within during after before since".split()
 )
 _SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]*$")
 _LABEL = re.compile(r"^(evidence|summary|answer|question)\s*:\s*", re.I)
+_NAME = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:of |the |de |and )?[A-Z][\w'’.-]*)*")
 _BRACKET = re.compile(r"\[([^\[\]]{1,24})\]")
 
 
@@ -432,9 +433,29 @@ def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
     return {"fact_ids": fact_ids, "facts": facts, "loop_facts": added_total}
 
 
+def bridge_queries(state: ResearchState, n: int) -> list[str]:
+    """Multi-hop follow-ups: names the findings mention but the question does not (the bridge to
+    the next hop), each with the question's words the findings still miss."""
+    findings = [s for summary in state.summaries for s, _ in summary.sentences]
+    topic_stems = {stem(w) for w in content_words(state.topic)}
+    gap = missing_words(state.topic, " ".join(findings)) or topic_words(state.topic)[:2]
+    names: list[str] = []
+    for sentence in findings:
+        for match in _NAME.finditer(sentence):
+            name = match.group(0).rstrip(".")
+            words = content_words(name)
+            if match.start() == 0 and len(words) < 2:
+                continue  # a capitalized first word is usually not a name
+            if words and not all(stem(w) in topic_stems for w in words) and name not in names:
+                names.append(name)
+    candidates = [f"{name} {' '.join(gap[:3])}" for name in names]
+    return clean_queries(candidates, state.queries_done, n, state.topic + " " + " ".join(findings))
+
+
 def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
     """Decide: stop (no progress, sufficient, loops, budget, nothing left) or follow-up queries."""
     findings = "\n".join(f"- {s}" for summary in state.summaries for s, _ in summary.sentences)
+    by_sid = state.source_by_sid()
     seen_text = (
         findings
         + " "
@@ -454,13 +475,19 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
     data = data if isinstance(data, dict) else {}
     follow = clean_queries(data.get("follow_up_queries"), state.queries_done, n, state.topic + " " + findings)
     method = "llm" if follow else "fallback"
-    fallback = gap_queries(state, deps, seen_text, n) if state.known or state.summaries else []
-    if not follow:
-        follow = fallback
+    if not follow and (state.known or state.summaries):
+        follow = (gap_queries(state, deps, seen_text, n) + bridge_queries(state, n))[:n]
     gap_words = missing_words(state.topic, seen_text)
-    # The model's "sufficient" is trusted only when the evidence agrees: findings cover every topic word.
-    # Without a model answer, "sufficient" is decided by the evidence alone.
-    sufficient = bool(data.get("sufficient", True)) and len(findings.splitlines()) >= 2 and not gap_words
+    cited = {
+        by_sid[i].url
+        for summary in state.summaries
+        for _, ids in summary.sentences
+        for i in ids
+        if i in by_sid
+    }
+    # The model's "sufficient" is trusted only when the evidence agrees: findings from two sources or
+    # more cover every word of the question. Without a model answer, the evidence alone decides.
+    sufficient = bool(data.get("sufficient", True)) and len(cited) >= 2 and not gap_words
     loop_no = state.loop + 1
     if not state.queries_done and state.known:
         stop: str | None = "kb-covered"  # the plan found nothing the fresh KB facts miss
