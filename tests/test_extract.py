@@ -200,6 +200,27 @@ def test_model_category_is_kept_when_known_unless_a_strong_cue_decides():
     assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "historical"
 
 
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (0.95, 0.9),
+        (90, 0.9),
+        ("0.7", 0.7),
+        ("high", 0.6),
+        (None, 0.6),
+        (float("nan"), 0.6),
+        (-3, 0.05),
+        (1e9, 0.9),
+    ],
+)
+def test_model_confidence_is_clamped_into_range(raw, expected):
+    reply = '{"facts": [{"fact": "Marie Curie was born in Warsaw in 1867.", "confidence": %s}]}' % (
+        json.dumps(raw) if raw == raw else "NaN"
+    )
+    result = extract_facts(SOURCE, URL, model=FakeChatModel([reply]), max_facts=1)
+    assert result.methods == ["model"] and result.facts[0].confidence == pytest.approx(expected)
+
+
 def test_heading_word_repeated_by_the_model_is_collapsed():
     source = "Acme\n\nAcme Corp was founded in Berlin in 1990 by Anna Schmidt."
     model = FakeChatModel([_facts(("Acme Acme Corp was founded in Berlin in 1990.", "historical", 0.9))])

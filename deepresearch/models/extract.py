@@ -323,6 +323,8 @@ def _confidence(value: object) -> float:
         conf = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return FALLBACK_CONFIDENCE
+    if conf != conf:  # NaN: Python's json accepts it
+        return FALLBACK_CONFIDENCE
     if conf > 1:
         conf = conf / 100 if conf <= 100 else 1.0  # "90" meant 90 %
     return min(max(conf, 0.05), MODEL_CONFIDENCE_CAP)
