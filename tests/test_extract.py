@@ -182,6 +182,19 @@ def test_backend_failure_falls_back_and_reports_it():
     assert result.method == "fallback" and len(result.facts) == 2 and "is down" in result.error
 
 
+def test_document_stops_calling_a_failed_backend():
+    calls = []
+
+    class Down(_Broken):
+        def complete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(1)
+            return super().complete(*args, **kwargs)
+
+    text = "\n\n".join(f"Acme Corp opened plant number {i} in Lyon in 20{i:02d}." for i in range(5))
+    result = extract_document(text, "file:///a.md", model=Down(), chunk_chars=60)
+    assert len(calls) == 1 and "is down" in result.error and len(result.facts) == 5
+
+
 def test_repeated_model_facts_are_deduplicated():
     same = ("Marie Curie won the Nobel Prize in Physics in 1903.", "historical", 0.9)
     result = extract_facts(SOURCE, URL, model=FakeChatModel([_facts(same, same, same)]), max_facts=5)

@@ -362,7 +362,7 @@ def extract_facts(
         try:
             proposals = _model_proposals(model, text, topic, max_facts, max_chars)
         except ModelError as exc:
-            log.warning("fact extraction fell back to extractive sentences: %s", exc)
+            log.info("fact extraction fell back to extractive sentences: %s", exc)
             result.error = str(exc)
             proposals = []
         result.proposed = len(proposals)
@@ -464,7 +464,8 @@ def extract_document(
         total.proposed += part.proposed
         total.rejections += part.rejections
         total.seconds += part.seconds
-        total.error = total.error or part.error
+        if part.error:  # the backend is down: do not wait for its retries on every chunk
+            total.error, model = total.error or part.error, None
         if progress is not None:
             progress(i, len(chunks))
     total.method = _overall_method(total.methods)
