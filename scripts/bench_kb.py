@@ -94,13 +94,15 @@ class LookupEmbedder(Embedder):
     """Serves cached real vectors by text, so the benchmark measures the KB, not the model."""
 
     def __init__(self, table: dict[str, np.ndarray]):
-        self.model_id, self.dimension, self.table = DEFAULT_MODEL_ID, 384, table
+        # keys whitespace-normalized: the KB stores fact text with runs of spaces collapsed
+        self.model_id, self.dimension = DEFAULT_MODEL_ID, 384
+        self.table = {" ".join(k.split()): v for k, v in table.items()}
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+        return np.stack([self.table[" ".join(t.split())] for t in texts]).astype(np.float32)
 
     def embed(self, text: str) -> np.ndarray:
-        return self.table[text]
+        return self.table[" ".join(text.split())]
 
 
 def measure_embedding(sample: list[str]) -> float:
@@ -117,6 +119,14 @@ def measure_embedding(sample: list[str]) -> float:
 
 def dataset(size: int, texts: list[str], vectors: np.ndarray, rng: np.random.Generator):
     """`size` texts + unit vectors: the real ones first, then perturbed copies (cosine ≈ 0.9)."""
+    from deepresearch.facts import normalize_text
+
+    # the KB merges texts equal after normalization (case, spacing): keep one of each
+    first: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        first.setdefault(normalize_text(text), i)
+    keep = sorted(first.values())
+    texts, vectors = [texts[i] for i in keep], vectors[keep]
     n_real = min(size, len(texts))
     out_texts, out = list(texts[:n_real]), [vectors[:n_real]]
     copy = 0
