@@ -272,3 +272,13 @@ def test_check_reports_disagreement(kb):
     problems = kb.check()
     assert any("without a vector" in p and fid in p for p in problems)
     assert any("without any source" in p for p in problems)
+
+
+def test_other_dimension_on_a_fresh_db_rebuilds_the_empty_vector_table(db_path):
+    conn = connect(db_path)
+    kb = KnowledgeBase(conn, FakeEmbedder(dimension=64, model_id="small-model"), KBConfig())
+    assert kb.query("nothing stored yet", now=NOW).hits == []
+    kb.add_facts([Fact("A sixty-four dimensional fact vector", "https://a.example")], now=NOW)
+    assert kb.query("sixty-four dimensional", now=NOW).hits[0].fact.startswith("A sixty-four")
+    assert kb.check() == []
+    conn.close()

@@ -479,7 +479,10 @@ class KnowledgeBase:
         category: str | None = None,
         now: float | None = None,
     ) -> Recall:
-        """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded)."""
+        """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
+
+        Relevance is the cosine similarity; on the degraded path it is BM25 mapped to 0..1.
+        """
         now = time.time() if now is None else now
         k = top_k or self.config.top_k
         vis = lifecycle.visibility(mode, self.config, freshness, category)
@@ -488,7 +491,9 @@ class KnowledgeBase:
         embedder, reason = self._vector_or_reason()
         if embedder is not None:
             self._backfill(embedder)
-            found = self._search_vectors(embedder.embed(text), flt, k)
+            # an unclaimed (empty) vector table may still have the migration's default dimension
+            empty = vec_dimension(self.conn) != embedder.dimension
+            found = [] if empty else self._search_vectors(embedder.embed(text), flt, k)
         else:
             from deepresearch.kb.fts import search_fts
 
