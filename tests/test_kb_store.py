@@ -282,3 +282,28 @@ def test_other_dimension_on_a_fresh_db_rebuilds_the_empty_vector_table(db_path):
     assert kb.query("sixty-four dimensional", now=NOW).hits[0].fact.startswith("A sixty-four")
     assert kb.check() == []
     conn.close()
+
+
+def test_bulk_vector_read_matches_the_vec0_table(kb):
+    import numpy as np
+
+    from deepresearch.kb.index import read_all_vectors
+
+    ids = kb.add_facts(
+        [
+            Fact(
+                f"Bulk read fact number {i} here",
+                f"https://b.example/{i}",
+                category="market_data" if i % 3 else "historical",
+            )
+            for i in range(2100)
+        ],
+        now=NOW,
+    ).added
+    kb.supersede(ids[5], Fact("Bulk read fact number 5 corrected", "https://b.example/x"), now=NOW)
+    kb.sweep(now=NOW + 30 * DAY, purge=True)  # deletes leave holes in vec0 chunks
+    rids, matrix = read_all_vectors(kb.conn)
+    rows = kb.conn.execute("select rowid, embedding from fact_vec").fetchall()
+    expected = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+    assert len(rids) == len(expected) == 702  # 700 historical + superseded old + its successor
+    assert all(np.array_equal(matrix[i], expected[int(rid)]) for i, rid in enumerate(rids))
