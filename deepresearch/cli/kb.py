@@ -27,7 +27,10 @@ def _kb(ctx: typer.Context) -> Iterator[Any]:
         ws.close()
 
 
-def _report_add(result: Any, as_json: bool) -> None:
+MAX_WARNINGS = 20
+
+
+def _report_add(result: Any, as_json: bool, list_ids: bool = True) -> None:
     if as_json:
         echo_json(
             {
@@ -41,10 +44,13 @@ def _report_add(result: Any, as_json: bool) -> None:
             f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)},"
             f" rejected {len(result.rejected)}"
         )
-        for ident in result.added:
-            typer.echo(ident)
-    for fact, reason in result.rejected:
+        if list_ids:
+            for ident in [*result.added, *result.reconfirmed]:
+                typer.echo(ident)
+    for fact, reason in result.rejected[:MAX_WARNINGS]:
         warn(f"rejected {fact.fact[:60]!r}: {reason}")
+    if len(result.rejected) > MAX_WARNINGS:
+        warn(f"… and {len(result.rejected) - MAX_WARNINGS} more rejected (see --json)")
 
 
 @app.command("add")
@@ -84,7 +90,7 @@ def import_(
     """Import facts from JSONL (the shape `kb export --format jsonl` writes)."""
     with _kb(ctx) as kb:
         result = kb.import_jsonl(file)
-    _report_add(result, as_json)
+    _report_add(result, as_json, list_ids=False)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)
 
