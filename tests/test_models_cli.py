@@ -32,7 +32,7 @@ def test_models_list_json_shows_shipped_models(runner, home):
     rows = json.loads(result.stdout)
     default = next(r for r in rows if r["default"])
     assert default["name"] == "smollm2-135m-instruct" and default["status"] == "configured, found"
-    assert default["path"].endswith(".gguf") and default["size_bytes"] > 0
+    assert default["path"].endswith(".gguf") and default["size_bytes"] > 0 and default["n_ctx"] == 4096
 
 
 def test_models_list_text(runner, home):

@@ -35,7 +35,10 @@ def list_models(
         return
     for row in rows:
         name = row["name"] + (" (default)" if row.get("default") else "")
-        typer.echo(f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7}  {row['status']}")
+        context = f"ctx {row['n_ctx']}" if row.get("n_ctx") else ""
+        typer.echo(
+            f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}"
+        )
         typer.echo(f"{'':<34} {row['path'] or '-'}")
 
 

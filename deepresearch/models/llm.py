@@ -177,7 +177,10 @@ def resolve_model_path(config: LLMConfig) -> Path:
 
 
 def available_models(config: LLMConfig) -> list[dict[str, Any]]:
-    """The configured model and the shipped GGUFs, without loading or assembling anything."""
+    """The configured model and the shipped GGUFs, without loading or assembling anything.
+
+    `n_ctx` is the context window they would run with (llm.n_ctx); `models info` loads a
+    model and also shows the context it was trained for."""
     rows: list[dict[str, Any]] = []
     configured = config.model_path or DEFAULT_MODEL
     if config.backend == "openai":
@@ -201,6 +204,7 @@ def available_models(config: LLMConfig) -> list[dict[str, Any]]:
                 "status": "configured" if path.is_file() else "configured, missing",
                 "size_bytes": path.stat().st_size if path.is_file() else None,
                 "note": "llm.model_path",
+                "n_ctx": config.n_ctx,
             }
         )
     for name, note in SHIPPED_MODELS.items():
@@ -219,6 +223,7 @@ def available_models(config: LLMConfig) -> list[dict[str, Any]]:
                 "status": status,
                 "size_bytes": found.stat().st_size if found else None,
                 "note": note,
+                "n_ctx": config.n_ctx,
                 "default": name == DEFAULT_MODEL,
             }
         )
