@@ -63,6 +63,41 @@ def covered(sentence: str, facts: list[str]) -> bool:
     return any(len(stems & {_stem(w) for w in content_words(f)}) / len(stems) >= 0.6 for f in facts)
 
 
+def grounding_check_quality(passages: list[dict[str, Any]]) -> dict[str, float]:
+    """How often is_grounded accepts a paragraph's own sentences and rejects corrupted ones.
+
+    Corruptions: a number changed (+7), a name swapped for a name from another paragraph,
+    and a whole sentence taken from another paragraph.
+    """
+    import re
+
+    from deepresearch.text import split_sentences
+
+    own = [(s, p["text"]) for p in passages for s in split_sentences(p["text"]) if len(s) >= 40]
+    names = [n for p in passages for n in re.findall(r"\b[A-Z][a-z]{3,}\b", p["text"])]
+    accepted = sum(is_grounded(s, text) for s, text in own)
+    corrupted: list[tuple[str, str]] = []
+    for i, (sentence, text) in enumerate(own):
+        number = re.search(r"\b\d{2,4}\b", sentence)
+        if number:
+            changed = str(int(number.group()) + 7)
+            corrupted.append((sentence[: number.start()] + changed + sentence[number.end() :], text))
+        name = re.search(r"(?<=\s)[A-Z][a-z]{3,}\b", sentence)
+        other = next((n for n in names[i * 7 % len(names) :] + names if n.lower() not in text.lower()), None)
+        if name and other:
+            corrupted.append((sentence[: name.start()] + other + sentence[name.end() :], text))
+        foreign = own[(i + len(own) // 2) % len(own)]
+        if foreign[1] != text:
+            corrupted.append((foreign[0], text))
+    rejected = sum(not is_grounded(s, text) for s, text in corrupted)
+    return {
+        "own_sentences": len(own),
+        "own_accepted": accepted / len(own),
+        "corrupted": len(corrupted),
+        "corrupted_rejected": rejected / len(corrupted),
+    }
+
+
 def evaluate(name: str, model: Any, passages: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
     """Run extraction over all passages and aggregate the figures."""
     proposed = grounded_proposals = returned = from_model = returned_grounded = 0
@@ -124,6 +159,12 @@ def main() -> None:
     from deepresearch.models.llm import get_chat_model
 
     passages = load_passages(args.hotpotqa, args.passages)
+    check = grounding_check_quality(passages)
+    print(
+        f"grounding check: accepts {check['own_accepted']:.2f} of {check['own_sentences']} source sentences, "
+        f"rejects {check['corrupted_rejected']:.2f} of {check['corrupted']} corrupted ones "
+        "(number changed, name swapped, sentence from another paragraph)"
+    )
     rows = [evaluate("fallback only (baseline)", None, passages, args.max_facts)]
     for name in args.models:
         model = get_chat_model(LLMConfig(model_path=name))
