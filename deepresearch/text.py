@@ -8,6 +8,10 @@ import unicodedata
 # Sentence ends: Latin punctuation followed by space/end, or CJK full-width punctuation.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff])|(?<=[。！？；])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "dr.", "prof.", "inc.", "ltd.", "co.", "u.s.", "fig.", "no.", "st.", "jr.", "sr.")
+# An abbreviation only counts as a whole word: "first." or "pianist." end a sentence, "St." does not.
+_ENDS_WITH_ABBREVIATION = re.compile(
+    r"(?:^|[\s(\[\"'])(?:" + "|".join(re.escape(a) for a in _ABBREVIATIONS) + r")$", re.IGNORECASE
+)
 _WORD = re.compile(r"[\w][\w\-.']*[\w]|[\w]", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*%?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -41,7 +45,7 @@ def split_sentences(text: str) -> list[str]:
             if not piece:
                 continue
             buffer = f"{buffer} {piece}".strip() if buffer else piece
-            if not buffer.lower().endswith(_ABBREVIATIONS):
+            if not _ENDS_WITH_ABBREVIATION.search(buffer):
                 out.append(buffer)
                 buffer = ""
         if buffer:

@@ -16,6 +16,17 @@ def test_split_keeps_abbreviations_and_handles_cjk():
     ]
 
 
+def test_words_ending_like_abbreviations_still_end_sentences():
+    text = "He came first. Then he left. She is a pianist. He moved West. Dr. Smith met Mr. Jones at St. Mary's."
+    assert split_sentences(text) == [
+        "He came first.",
+        "Then he left.",
+        "She is a pianist.",
+        "He moved West.",
+        "Dr. Smith met Mr. Jones at St. Mary's.",
+    ]
+
+
 def test_words_cjk_bigrams_and_numbers():
     assert words("AI芯片销量 grew") == ["ai", "芯片", "片销", "销量", "grew"]
     assert content_words("the cat is on the mat") == ["cat", "mat"]
