@@ -78,9 +78,10 @@ def main(
 
 
 def _register() -> None:
-    from deepresearch.cli import corpus, doctor, kb, models, research
+    from deepresearch.cli import corpus, doctor, kb, kb_sync, models, research
 
     app.command("doctor")(doctor.doctor)
+    kb.app.add_typer(kb_sync.sync_app, name="sync")
     app.add_typer(kb.app, name="kb")
     app.add_typer(corpus.app, name="corpus")
     app.add_typer(corpus.cache_app, name="cache")

@@ -1,0 +1,60 @@
+"""`deepresearch kb sync …`: copy knowledge-base facts to and from other stores (Milvus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
+
+sync_app = typer.Typer(help="Synchronise the knowledge base with a vector database.", no_args_is_help=True)
+
+
+def _direction(push: bool, pull: bool, both: bool) -> str:
+    chosen = [name for name, on in (("push", push), ("pull", pull), ("both", both)) if on]
+    if len(chosen) > 1:
+        typer.echo("Error: choose one of --push, --pull, --both", err=True)
+        raise typer.Exit(2)
+    return chosen[0] if chosen else "push"
+
+
+@sync_app.command("milvus")
+def milvus(
+    ctx: typer.Context,
+    uri: str = typer.Option(
+        ..., "--uri", help="Milvus server URL (http://host:19530) or milvus-lite path ending in .db."
+    ),
+    collection: str = typer.Option("deepresearch_facts", "--collection", help="Remote collection name."),
+    push: bool = typer.Option(False, "--push", help="Send new/changed facts, delete removed ones (default)."),
+    pull: bool = typer.Option(False, "--pull", help="Store remote facts that are new or fresher here."),
+    both: bool = typer.Option(False, "--both", help="Push, then pull."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
+    direction = _direction(push, pull, both)
+    from deepresearch.db import sqlite_errors
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.kb.sync import sync_milvus, validate_collection
+
+    validate_collection(collection)  # fail before opening the workspace or loading anything
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if is_tty():
+            status(f"{stage}: {done}/{total}" if total else f"{stage}: {done} read")
+
+    ws = open_workspace(ctx)
+    try:
+        with sqlite_errors(ws.db_path):
+            report: Any = sync_milvus(
+                KnowledgeBase.from_workspace(ws), uri, collection, direction, dry_run, progress
+            )
+    finally:
+        ws.close()
+    for message in report.warnings[:20]:
+        warn(message)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        typer.echo(report.summary())

@@ -1,0 +1,293 @@
+"""`kb sync milvus` against a real milvus-lite server (one per module; a collection per test)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
+from deepresearch.facts import Fact
+from deepresearch.kb.store import KnowledgeBase
+from deepresearch.kb.sync import is_retriable, sync_milvus
+from deepresearch.workspace import Workspace
+from tests.fakes import FakeEmbedder
+
+pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
+DAY = 86400.0
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory):
+    """A milvus-lite database shared by the module (its server start costs seconds)."""
+    return str(tmp_path_factory.mktemp("milvus") / "milvus.db")
+
+
+@pytest.fixture(scope="module")
+def client(uri):
+    """A direct client on the same server, to look at what the sync wrote."""
+    from pymilvus import MilvusClient
+
+    c = MilvusClient(uri=uri)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def open_kb(tmp_path):
+    """Factory: a KnowledgeBase in a fresh workspace folder, with a FakeEmbedder."""
+    opened = []
+
+    def make(name="ws", embedder=None):
+        ws = Workspace.open(tmp_path / name)
+        opened.append(ws)
+        return KnowledgeBase(ws.db, embedder or FakeEmbedder(), ws.config.kb)
+
+    yield make
+    for ws in opened:
+        ws.close()
+
+
+def _facts():
+    return [
+        Fact("Nvidia shipped 3.76 million data-center GPUs in 2023", "https://example.com/gpu",
+             category="market_data", confidence=0.9, research_topic="GPU shipments"),
+        Fact("The H100 GPU has 80 GB of HBM3 memory", "https://example.com/h100",
+             category="product_info", confidence=0.8, research_topic="GPU specs"),
+        Fact("TSMC announced a new fab in Arizona in 2020", "https://example.com/tsmc",
+             category="historical", confidence=0.95),
+        Fact("AI芯片销量在2024年增长了三倍", "https://example.cn/chips",
+             category="market_data", confidence=0.6),
+    ]  # fmt: skip
+
+
+def _remote_ids(client, collection):
+    client.load_collection(collection)
+    return {r["id"] for r in client.query(collection, filter='id != ""', output_fields=["id"])}
+
+
+def test_push_then_pull_round_trips_facts(uri, open_kb):
+    source = open_kb("a")
+    added = source.add_facts(_facts(), now=T0).added
+    source.add_facts(
+        [Fact(_facts()[1].fact, "https://example.org/second-source", confidence=0.5)], now=T0 + 60
+    )
+    report = sync_milvus(source, uri, "round_trip", now=T0 + 120)
+    assert (report.pushed, report.deleted, report.created, report.remote_dimension) == (4, 0, True, 384)
+
+    target = open_kb("b")
+    pulled = sync_milvus(target, uri, "round_trip", direction="pull", now=T0 + 180)
+    assert (pulled.pulled, pulled.reconfirmed, pulled.skipped) == (4, 0, 0)
+    for fact_id in added:
+        mine, theirs = source.get(fact_id), target.get(fact_id)
+        assert theirs == mine  # text, sources, category, confidence, topic, times, status, id
+    assert target.get(added[1]).sources == ["https://example.com/h100", "https://example.org/second-source"]
+    assert target.check() == []
+    hit = target.query("H100 HBM3 memory", mode="off", now=T0 + 200).hits[0]
+    assert hit.id == added[1] and hit.relevance > 0.5  # pulled facts were embedded here
+    again = sync_milvus(target, uri, "round_trip", direction="pull", now=T0 + 240)
+    assert (again.pulled, again.skipped) == (0, 4)
+    # the pulled facts are already remote: the next push from the target sends nothing back
+    assert sync_milvus(target, uri, "round_trip", now=T0 + 300).pushed == 0
+
+
+def test_pull_reconfirms_duplicates_and_keeps_local_supersessions(uri, open_kb):
+    source = open_kb("a")
+    ids = source.add_facts(_facts(), now=T0).added
+    sync_milvus(source, uri, "pull_rules", now=T0)
+    target = open_kb("b")
+    # same text under another id here: the pull reconfirms it and adds the remote source
+    local = target.add_facts([Fact(_facts()[2].fact, "https://mirror.example/tsmc", category="historical")],
+                             now=T0 - DAY).added[0]  # fmt: skip
+    old = target.add_facts(
+        [Fact(_facts()[0].fact, "https://example.com/gpu", category="market_data")], now=T0
+    ).added
+    report = sync_milvus(target, uri, "pull_rules", direction="pull", now=T0 + 60)
+    assert (report.pulled, report.reconfirmed) == (2, 2)
+    assert set(target.get(local).sources) == {"https://mirror.example/tsmc", "https://example.com/tsmc"}
+    assert target.get(local).verified_at == pytest.approx(T0)
+    assert old[0] != ids[0] and target.get(old[0]).status == "active"
+    # a fact superseded here is not brought back by a pull
+    target.supersede(ids[1], Fact("The H100 GPU has 80 GB of HBM3 memory and 3.35 TB/s bandwidth",
+                                  "https://example.com/h100b"), now=T0 + 120)  # fmt: skip
+    assert sync_milvus(target, uri, "pull_rules", direction="pull", now=T0 + 180).pulled == 0
+    assert target.get(ids[1]).status == "superseded"
+
+
+def test_incremental_push_sends_only_changed_facts(uri, open_kb, client):
+    kb = open_kb()
+    kb.add_facts(_facts(), now=T0)
+    assert sync_milvus(kb, uri, "incremental", now=T0).pushed == 4
+    assert sync_milvus(kb, uri, "incremental", now=T0 + 1).pushed == 0
+    new = kb.add_facts([Fact("Intel delayed its Ohio fab to 2030", "https://example.com/intel",
+                             category="strategy")], now=T0 + 10).added  # fmt: skip
+    kb.add_facts([Fact(_facts()[2].fact, "https://example.net/tsmc-again")], now=T0 + 20)  # reconfirm
+    preview = sync_milvus(kb, uri, "incremental", dry_run=True, now=T0 + 30)
+    assert (preview.pushed, preview.dry_run) == (2, True)
+    assert new[0] not in _remote_ids(client, "incremental")  # dry run wrote nothing
+    assert sync_milvus(kb, uri, "incremental", now=T0 + 30).pushed == 2
+    assert len(_remote_ids(client, "incremental")) == 5
+    row = client.get("incremental", ids=[new[0]], output_fields=["fact", "expires_at", "embedding_model"])[0]
+    assert row["fact"] == "Intel delayed its Ohio fab to 2030" and row["embedding_model"] == "fake-embedder"
+    assert row["expires_at"] == pytest.approx(T0 + 10 + 90 * DAY)
+
+
+def test_superseded_and_expired_facts_are_deleted_remotely(uri, open_kb, client):
+    kb = open_kb()
+    gpu, h100, tsmc, chips = kb.add_facts(_facts(), now=T0).added
+    sync_milvus(kb, uri, "deletes", now=T0)
+    newer = kb.supersede(h100, Fact("The H100 GPU has 80 GB of HBM3 memory and 3.35 TB/s bandwidth",
+                                    "https://example.com/h100b"), now=T0 + 60)  # fmt: skip
+    report = sync_milvus(kb, uri, "deletes", now=T0 + 60)
+    assert (report.pushed, report.deleted) == (1, 1)
+    assert _remote_ids(client, "deletes") == {gpu, newer, tsmc, chips}
+    # market_data lives 7 days: a sweep expires both market facts, the push deletes them
+    kb.sweep(now=T0 + 8 * DAY)
+    report = sync_milvus(kb, uri, "deletes", now=T0 + 8 * DAY)
+    assert (report.pushed, report.deleted) == (0, 2)
+    assert _remote_ids(client, "deletes") == {newer, tsmc}
+    # no sweep ran here: the merged fact (strategy, 90 days) is past expires_at; a filter deletes it
+    report = sync_milvus(kb, uri, "deletes", now=T0 + 100 * DAY)
+    assert (report.pushed, report.deleted) == (0, 1)
+    assert _remote_ids(client, "deletes") == {tsmc}
+
+
+def test_dimension_or_model_mismatch_fails_before_writing(uri, open_kb, client):
+    small = open_kb("small", FakeEmbedder(dimension=8, model_id="tiny-8"))
+    small.add_facts(_facts()[:1], now=T0)
+    sync_milvus(small, uri, "dims", now=T0)
+    kb = open_kb("big")
+    kb.add_facts(_facts(), now=T0)
+    with pytest.raises(DimensionMismatch, match=r"8-d vectors of tiny-8.*384-d.*another --collection"):
+        sync_milvus(kb, uri, "dims", now=T0)
+    other = open_kb("other", FakeEmbedder(dimension=8, model_id="other-8"))
+    other.add_facts(_facts()[1:2], now=T0)
+    with pytest.raises(DimensionMismatch, match="other-8"):
+        sync_milvus(other, uri, "dims", now=T0)
+    assert len(_remote_ids(client, "dims")) == 1
+    for refused in (kb, other):  # no watermark: the next push after a fix sends everything
+        assert (
+            refused.conn.execute("select count(*) from meta where key like 'sync.milvus:%'").fetchone()[0]
+            == 0
+        )
+
+
+@pytest.mark.parametrize("name", ["bad-name", "1starts_with_digit", "a;drop", "", "x" * 256, "名字"])
+def test_invalid_collection_name_fails_before_connecting(tmp_path, open_kb, name):
+    def factory(uri):
+        raise AssertionError("connected despite an invalid name")
+
+    with pytest.raises(InputError, match="invalid Milvus collection name"):
+        sync_milvus(open_kb(), str(tmp_path / "m.db"), name, client_factory=factory)
+
+
+def test_bad_uri_and_missing_extra_are_clear(tmp_path, open_kb, monkeypatch):
+    kb = open_kb()
+    with pytest.raises(InputError, match=r"ending in \.db"):
+        sync_milvus(kb, str(tmp_path / "milvus.sqlite"))
+    with pytest.raises(InputError, match="does not exist"):
+        sync_milvus(kb, str(tmp_path / "nope" / "m.db"))
+    monkeypatch.setitem(__import__("sys").modules, "pymilvus", None)
+    with pytest.raises(DeepResearchError, match=r"pip install 'deepresearch\[milvus\]'"):
+        sync_milvus(kb, str(tmp_path / "m.db"))
+
+
+class Flaky:
+    """A real client whose named calls first raise the queued errors (fake for retry logic only)."""
+
+    def __init__(self, real, failures):
+        self.real, self.failures = real, failures
+
+    def __getattr__(self, op):
+        target = getattr(self.real, op)
+
+        def call(*args, **kwargs):
+            if self.failures.get(op):
+                raise self.failures[op].pop(0)
+            return target(*args, **kwargs)
+
+        return call
+
+
+def test_transient_errors_are_retried_with_backoff(uri, open_kb):
+    from pymilvus import MilvusClient
+    from pymilvus.exceptions import MilvusException
+
+    kb = open_kb()
+    kb.add_facts(_facts(), now=T0)
+    sleeps, connects = [], []
+
+    def factory(u):
+        connects.append(u)
+        if len(connects) == 1:
+            raise ConnectionRefusedError("connection refused")
+        return Flaky(MilvusClient(uri=u), {
+            "upsert": [MilvusException(code=2, message="server unavailable"), TimeoutError("timed out")],
+        })  # fmt: skip
+
+    report = sync_milvus(kb, uri, "retries", now=T0, client_factory=factory, sleep=sleeps.append)
+    assert report.pushed == 4 and len(connects) == 2
+    assert sleeps == [0.5, 0.5, 1.0]  # connect once; upsert twice (0.5 then 1.0)
+
+    def broken(u):
+        return Flaky(
+            MilvusClient(uri=u), {"has_collection": [MilvusException(code=1100, message="bad request")]}
+        )
+
+    sleeps.clear()
+    with pytest.raises(SearchError, match=r"Milvus at .*milvus\.db failed \(has_collection\): bad request"):
+        sync_milvus(kb, uri, "retries2", now=T0, client_factory=broken, sleep=sleeps.append)
+    assert sleeps == []  # not retriable: no retry
+
+    def down(u):
+        raise ConnectionRefusedError("connection refused")
+
+    with pytest.raises(SearchError, match=r"unreachable \(connect failed 3 times"):
+        sync_milvus(kb, "http://127.0.0.1:9", "x", client_factory=down, retries=2, sleep=sleeps.append)
+    assert sleeps == [0.5, 1.0]
+    assert is_retriable(MilvusException(code=8, message="rate limit exceeded"))
+    assert not is_retriable(ValueError("timeout"))  # only client/server errors, not our own bugs
+
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    from deepresearch.models import embed
+
+    fake = FakeEmbedder(model_id="fake-embedder")
+    monkeypatch.setitem(embed._CACHE, ("sentence-transformers", None), fake)
+    return fake
+
+
+def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
+    from deepresearch.cli.main import app
+
+    ws = Workspace.open(home)
+    KnowledgeBase(ws.db, fake_model, ws.config.kb).add_facts(_facts(), now=time.time())
+    ws.close()
+
+    def run(*args, at=home):
+        return runner.invoke(app, ["--home", str(at), "kb", "sync", "milvus", "--uri", uri, *args])
+
+    result = run("--collection", "cli_sync", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {
+        "uri", "collection", "direction", "dry_run", "pushed", "deleted", "pulled", "reconfirmed",
+        "skipped", "created", "remote_dimension", "remote_model", "seconds", "warnings",
+    }  # fmt: skip
+    assert (data["pushed"], data["direction"], data["remote_dimension"]) == (4, "push", 384)
+    result = run("--collection", "cli_sync", "--pull", at=tmp_path / "other")
+    assert result.exit_code == 0, result.output
+    assert "pull 4 (reconfirmed 0)" in result.stdout
+    assert "Traceback" not in result.stderr  # milvus-lite's gRPC server noise is silenced
+    assert run("--push", "--pull").exit_code == 2
+    result = run("--collection", "bad-name")
+    assert result.exit_code == 1 and "Error: invalid Milvus collection name 'bad-name'" in result.stderr
+    result = run("--collection", "never_pushed", "--pull")
+    assert result.exit_code == 1 and "no collection never_pushed" in result.stderr
