@@ -79,6 +79,9 @@ def test_push_then_pull_round_trips_facts(uri, open_kb):
     assert (report.pushed, report.deleted, report.created, report.remote_dimension) == (4, 0, True, 384)
 
     target = open_kb("b")
+    preview = sync_milvus(target, uri, "round_trip", direction="pull", dry_run=True, now=T0 + 150)
+    assert preview.pulled == 4
+    assert target.conn.execute("select count(*) from facts").fetchone()[0] == 0
     pulled = sync_milvus(target, uri, "round_trip", direction="pull", now=T0 + 180)
     assert (pulled.pulled, pulled.reconfirmed, pulled.skipped) == (4, 0, 0)
     for fact_id in added:
@@ -133,6 +136,22 @@ def test_incremental_push_sends_only_changed_facts(uri, open_kb, client):
     row = client.get("incremental", ids=[new[0]], output_fields=["fact", "expires_at", "embedding_model"])[0]
     assert row["fact"] == "Intel delayed its Ohio fab to 2030" and row["embedding_model"] == "fake-embedder"
     assert row["expires_at"] == pytest.approx(T0 + 10 + 90 * DAY)
+
+
+def test_dropped_collection_and_missing_vectors_are_resent(uri, open_kb, client):
+    kb = open_kb()
+    ids = kb.add_facts(_facts(), now=T0).added
+    rid = kb.conn.execute("select rid from facts where id = ?", (ids[2],)).fetchone()[0]
+    kb.conn.execute("delete from fact_vec where rowid = ?", (rid,))  # as if stored while degraded
+    report = sync_milvus(kb, uri, "resend", now=T0)
+    assert (report.pushed, report.skipped) == (3, 1) and "kb reembed" in report.warnings[0]
+    kb.reembed()  # rebuilds vectors without history rows: the held-back watermark covers it
+    report = sync_milvus(kb, uri, "resend", now=T0 + 1)
+    assert ids[2] in _remote_ids(client, "resend") and report.skipped == 0
+    client.drop_collection("resend")
+    report = sync_milvus(kb, uri, "resend", now=T0 + 2)
+    assert (report.created, report.pushed) == (True, 4)
+    assert _remote_ids(client, "resend") == set(ids)
 
 
 def test_superseded_and_expired_facts_are_deleted_remotely(uri, open_kb, client):

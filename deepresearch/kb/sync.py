@@ -323,21 +323,25 @@ def _changed(conn: Any, since: int, upto: int) -> list[tuple[str, int]]:
     ).fetchall()
 
 
-def _vectors(conn: Any, rids: list[int], bulk: bool) -> dict[int, Any]:
-    import numpy as np
+class _VectorReader:
+    """Fact vectors by rid: one chunk-wise read of all vectors for a big push, else point lookups."""
 
-    if bulk:  # a full push: one chunk-wise read instead of a point lookup per fact
-        from deepresearch.kb.index import read_all_vectors
+    def __init__(self, conn: Any, bulk: bool):
+        self.conn, self.all = conn, None
+        if bulk:
+            from deepresearch.kb.index import read_all_vectors
 
-        all_rids, matrix = read_all_vectors(conn)
-        wanted = set(rids)
-        return {int(r): matrix[i] for i, r in enumerate(all_rids.tolist()) if r in wanted}
-    found = {}
-    for rid in rids:
-        row = conn.execute("select embedding from fact_vec where rowid = ?", (rid,)).fetchone()
-        if row is not None:
-            found[rid] = np.frombuffer(row[0], dtype=np.float32)
-    return found
+            rids, matrix = read_all_vectors(conn)
+            self.all = dict(zip(rids.tolist(), matrix, strict=True))
+
+    def get(self, rid: int) -> Any:
+        """The vector of a fact row, None if it has none (stored while sqlite-vec was unavailable)."""
+        if self.all is not None:
+            return self.all.get(rid)
+        import numpy as np
+
+        row = self.conn.execute("select embedding from fact_vec where rowid = ?", (rid,)).fetchone()
+        return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
 
 def _row(fact: Fact, vector: Any, model: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -365,24 +369,26 @@ def _row(fact: Fact, vector: Any, model: str) -> tuple[dict[str, Any] | None, st
     }, None
 
 
-def _push(kb: KnowledgeBase, remote: Remote | None, collection: str, report: SyncReport, key: str,
+def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
     from deepresearch.kb.store import DIMENSION_KEY, FACT_COLUMNS, MODEL_KEY
 
     conn = kb.conn
     model, dim = get_meta(conn, MODEL_KEY), int(get_meta(conn, DIMENSION_KEY) or 0)
-    since = _read_watermark(conn, key)
+    existing = _describe(remote, collection)
+    # a collection that is gone (dropped, or a new server) gets everything, not just the changes
+    since = _read_watermark(conn, key) if existing is not None else 0
     upto = conn.execute("select coalesce(max(seq), 0) from fact_history").fetchone()[0]
     changed = _changed(conn, since, upto)
     if changed and not model:
         raise DeepResearchError(
             "cannot push: the knowledge base has no embedding vectors yet — run `deepresearch kb reembed`"
         )
-    existing = _describe(remote, collection) if remote is not None else None
     if existing is not None:
         report.remote_dimension, report.remote_model = existing
         if model:
             _check_compatible(collection, remote.uri, existing, model, dim)
+        remote.call("load_collection", collection)  # a new process finds it released
     if changed and not getattr(conn, "vec_version", None):
         raise DeepResearchError(
             "cannot push: sqlite-vec is not available to read the fact vectors —"
@@ -390,12 +396,10 @@ def _push(kb: KnowledgeBase, remote: Remote | None, collection: str, report: Syn
         )
     if existing is None and changed:
         report.created, report.remote_dimension, report.remote_model = True, dim, model
-        if not report.dry_run and remote is not None:
+        if not report.dry_run:
             _create(remote, collection, dim, model)
-    if existing is not None:
-        remote.call("load_collection", collection)  # a new process finds it released
-    first_missing: int | None = None  # facts without a vector are resent next time
-    bulk = len(changed) > 2000
+    vectors = _VectorReader(conn, bulk=len(changed) > 2000) if changed else None
+    no_vector: list[int] = []  # first history seq of facts without a vector: resent next time
     for start in range(0, len(changed), batch):
         chunk = changed[start : start + batch]
         ids = [c[0] for c in chunk]
@@ -404,41 +408,43 @@ def _push(kb: KnowledgeBase, remote: Remote | None, collection: str, report: Syn
         ).fetchall()
         facts = {f.id: f for f in kb._facts_from_rows(rows)}
         live = {r[1]: r[0] for r in rows if r[10] == "active" and (r[9] is None or r[9] >= now)}
-        vectors = _vectors(conn, list(live.values()), bulk) if live else {}
         upserts, deletes = [], []
         for fact_id, first_seq in chunk:
-            if fact_id not in live:
+            if fact_id not in live:  # superseded, expired, past expires_at, or purged
                 deletes.append(fact_id)
                 continue
             vector = vectors.get(live[fact_id])
             if vector is None:
-                report.skipped += 1
-                first_missing = first_seq if first_missing is None else min(first_missing, first_seq)
+                no_vector.append(first_seq)
                 continue
             row, problem = _row(facts[fact_id], vector, model)
             if row is None:
                 report.skipped += 1
                 report.warnings.append(f"fact {fact_id} not pushed: {problem}")
-                continue
-            upserts.append(row)
+            else:
+                upserts.append(row)
+        if existing is None:
+            deletes = []  # nothing to delete in a collection this push creates
         if not report.dry_run:
             if upserts:
                 remote.call("upsert", collection, upserts)
-            if deletes and existing is not None:
+            if deletes:
                 remote.call("delete", collection, ids=deletes)
         report.pushed += len(upserts)
-        report.deleted += len(deletes) if existing is not None else 0
+        report.deleted += len(deletes)
         if progress:
             progress("push", min(start + batch, len(changed)), len(changed))
     if existing is not None:
         report.deleted += _delete_expired(remote, collection, now, report.dry_run)
-    if first_missing is not None:
+    if no_vector:
+        report.skipped += len(no_vector)
         report.warnings.append(
-            f"{report.skipped} fact(s) have no vector yet and were not pushed — run `deepresearch kb reembed`"
+            f"{len(no_vector)} fact(s) have no vector yet and were not pushed — run"
+            " `deepresearch kb reembed`, then sync again"
         )
-        upto = first_missing - 1
+        upto = min(no_vector) - 1
     if not report.dry_run:
-        if remote is not None and (report.pushed or report.deleted):
+        if report.pushed or report.deleted:
             remote.call("flush", collection)  # searches before a flush are slow (≈0.5 s each)
         _write_watermark(conn, key, upto, now)
 
