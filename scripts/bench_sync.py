@@ -48,7 +48,9 @@ def timed(label: str, fn, count: int | None = None):  # type: ignore[no-untyped-
 
 def main() -> None:
     """Run the benchmark and print one line per figure."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("scifact", type=Path, help="BEIR SciFact folder (../shared/eval/beir/scifact)")
     parser.add_argument("--facts", type=int, default=5000)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "deepresearch-bench-kb")
@@ -106,7 +108,7 @@ def main() -> None:
     report = timed("pull: nothing new", lambda: sync_milvus(kb_c, uri, direction="pull", now=now + 180))
     assert report.pulled == 0
     rate = measure_embedding(texts[:256])
-    print(f"real MiniLM embedding on this machine: {rate:.0f} sentences/s → a pull of {n} adds ≈{n / rate:.0f} s")
+    print(f"real MiniLM embedding here: {rate:.0f} sentences/s → a pull of {n} adds ≈{n / rate:.0f} s")
     size = sum(p.stat().st_size for p in Path(uri).rglob("*") if p.is_file())
     print(f"milvus-lite directory: {size / 1e6:.1f} MB")
     client.close()
