@@ -149,7 +149,7 @@ def test_unwritable_out_file_is_a_clean_error_and_the_run_is_kept(home, fake_emb
                 deps=make_deps(ws, fake_embedder),
                 out=tmp_path / "missing" / "r.md",
             )
-        (run,) = RunStore(ws.db).list()
+        (run,) = RunStore(ws.db).recent()
         assert run.status == "done" and Path(run.report_path).is_file()
     finally:
         ws.close()

@@ -195,7 +195,7 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
             workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, Boom(), backend)
         )
     store = RunStore(workspace.db)
-    (run,) = store.list()
+    (run,) = store.recent()
     assert run.status == "running" and run.step == "reflect"
     calls_before = list(backend.calls)
     result = run_research(
@@ -213,7 +213,7 @@ def test_runs_list_show_search(workspace, fake_embedder):
         workspace, "sqlite-vec 向量 search", RunOptions(loops=1), deps=make_deps(workspace, fake_embedder)
     )
     store = RunStore(workspace.db)
-    assert [r.id for r in store.list()] == [b.run_id, a.run_id]
+    assert [r.id for r in store.recent()] == [b.run_id, a.run_id]
     assert [r.id for r in store.search("向量")] == [b.run_id]
     assert [r.id for r in store.search("readers writers")] == [a.run_id]
     assert store.get(a.run_id).report == a.report

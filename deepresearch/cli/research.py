@@ -135,7 +135,7 @@ def runs_list(
 
     ws = open_workspace(ctx)
     try:
-        _print_runs(RunStore(ws.db).list(limit), as_json)
+        _print_runs(RunStore(ws.db).recent(limit), as_json)
     finally:
         ws.close()
 

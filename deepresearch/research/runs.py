@@ -132,7 +132,7 @@ class RunStore:
         row = self.conn.execute(
             f"select {_COLUMNS}, report, state_json from research_runs where id = ?", (full,)
         ).fetchone()
-        record = RunRecord(*row[:10], report=row[10])
+        record = RunRecord(*row[:11])
         state = json.loads(row[11])
         record.stats = {
             **state.get("counters", {}),
@@ -148,7 +148,7 @@ class RunStore:
         ]
         return record
 
-    def list(self, limit: int = 20) -> list[RunRecord]:
+    def recent(self, limit: int = 20) -> list[RunRecord]:
         """Most recent runs first."""
         rows = self.conn.execute(
             f"select {_COLUMNS} from research_runs order by created_at desc limit ?", (limit,)
