@@ -46,6 +46,16 @@ def test_resume_of_an_unknown_run_names_the_fix(home):
     assert "no research run 'NOPE'" in result.stderr and "deepresearch runs list" in result.stderr
 
 
+def test_resume_warns_that_new_options_are_ignored(home, fake_embedder):
+    first, _ = _populate(home, fake_embedder)
+    result = runner.invoke(
+        app, ["--home", str(home), "research", "--resume", first, "--loops", "5", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Warning: --resume continues a run with its saved question and options" in result.stderr
+    assert json.loads(result.stdout)["run_id"] == first  # a finished run: its saved result, nothing redone
+
+
 def test_bad_option_value_is_a_usage_error(home):
     result = runner.invoke(app, ["--home", str(home), "research", "q", "--lifecycle", "sometimes"])
     assert result.exit_code == 2

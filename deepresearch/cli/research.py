@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_workspace, status
+from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
 
@@ -97,6 +97,10 @@ def research(
 
     if not resume and not (question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
+    flags = (question, loops, queries, fresh, lifecycle, backend, budget, no_cache or None)
+    flags += (no_kb_write or None,)
+    if resume and any(f is not None for f in flags):
+        warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)
     try:
         options = (
