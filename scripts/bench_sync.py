@@ -6,8 +6,9 @@ Facts are SciFact sentences; their vectors come from the cache scripts/bench_kb.
 (computed once if missing), so the figures measure the sync, not the model. Reported in one
 run: a full push, a no-op push, an incremental push after 1 % of the facts changed, a pull
 into an empty workspace, and as baseline the file interchange path the KB already has
-(`kb export` jsonl + `kb import` into an empty workspace). The pull re-embeds every fact
-locally; the real model's rate on this machine is measured on a sample to give that cost.
+(`kb export` jsonl + `kb import` into an empty workspace). Both sides use the same model id,
+so the pull stores the remote vectors; a workspace with another model re-embeds every pulled
+fact, and the real model's rate here is measured on a sample to give that cost.
 """
 
 from __future__ import annotations
@@ -105,10 +106,11 @@ def main() -> None:
         n,
     )
     assert report.pulled == n and not kb_c.check(), report
+    print(f"  remote vectors reused: {report.reused_vectors}, embedded here: {report.embedded}")
     report = timed("pull: nothing new", lambda: sync_milvus(kb_c, uri, direction="pull", now=now + 180))
     assert report.pulled == 0
     rate = measure_embedding(texts[:256])
-    print(f"real MiniLM embedding here: {rate:.0f} sentences/s → a pull of {n} adds ≈{n / rate:.0f} s")
+    print(f"real MiniLM here: {rate:.0f} sentences/s → re-embedding {n} pulled facts ≈{n / rate:.0f} s")
     size = sum(p.stat().st_size for p in Path(uri).rglob("*") if p.is_file())
     print(f"milvus-lite directory: {size / 1e6:.1f} MB")
     client.close()

@@ -8,6 +8,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from deepresearch.db import get_meta
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
 from deepresearch.kb.store import KnowledgeBase
@@ -15,7 +16,6 @@ from deepresearch.kb.sync import is_retriable, sync_milvus
 from deepresearch.workspace import Workspace
 from tests.fakes import FakeEmbedder
 
-pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
 DAY = 86400.0
 T0 = 1_790_000_000.0
 
@@ -84,6 +84,7 @@ def test_push_then_pull_round_trips_facts(uri, open_kb):
     assert target.conn.execute("select count(*) from facts").fetchone()[0] == 0
     pulled = sync_milvus(target, uri, "round_trip", direction="pull", now=T0 + 180)
     assert (pulled.pulled, pulled.reconfirmed, pulled.skipped) == (4, 0, 0)
+    assert (pulled.reused_vectors, pulled.embedded) == (4, 0)  # same model: remote vectors kept
     for fact_id in added:
         mine, theirs = source.get(fact_id), target.get(fact_id)
         assert theirs == mine  # text, sources, category, confidence, topic, times, status, id
@@ -95,6 +96,18 @@ def test_push_then_pull_round_trips_facts(uri, open_kb):
     assert (again.pulled, again.skipped) == (0, 4)
     # the pulled facts are already remote: the next push from the target sends nothing back
     assert sync_milvus(target, uri, "round_trip", now=T0 + 300).pushed == 0
+
+
+def test_pull_with_another_local_model_embeds_here(uri, open_kb):
+    source = open_kb("a")
+    ids = source.add_facts(_facts(), now=T0).added
+    sync_milvus(source, uri, "other_model", now=T0)
+    tiny = FakeEmbedder(dimension=8, model_id="tiny-8")
+    target = open_kb("b", tiny)
+    report = sync_milvus(target, uri, "other_model", direction="pull", now=T0 + 60)
+    assert (report.pulled, report.reused_vectors, report.embedded) == (4, 0, 4)
+    assert get_meta(target.conn, "kb.embedding_model") == "tiny-8"
+    assert target.query("H100 HBM3 memory", mode="off", now=T0 + 60).hits[0].id == ids[1]
 
 
 def test_pull_reconfirms_duplicates_and_keeps_local_supersessions(uri, open_kb):
@@ -298,7 +311,8 @@ def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
     data = json.loads(result.stdout)
     assert set(data) == {
         "uri", "collection", "direction", "dry_run", "pushed", "deleted", "pulled", "reconfirmed",
-        "skipped", "created", "remote_dimension", "remote_model", "seconds", "warnings",
+        "skipped", "reused_vectors", "embedded", "created", "remote_dimension", "remote_model",
+        "seconds", "warnings",
     }  # fmt: skip
     assert (data["pushed"], data["direction"], data["remote_dimension"]) == (4, "push", 384)
     result = run("--collection", "cli_sync", "--pull", at=tmp_path / "other")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from deepresearch.db import get_meta, set_meta
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
+from deepresearch.models.embed import Embedder
 
 if TYPE_CHECKING:
     from deepresearch.kb.store import KnowledgeBase
@@ -70,6 +71,8 @@ class SyncReport:
     pulled: int = 0
     reconfirmed: int = 0
     skipped: int = 0
+    reused_vectors: int = 0
+    embedded: int = 0
     created: bool = False
     remote_dimension: int | None = None
     remote_model: str | None = None
@@ -468,11 +471,12 @@ PULL_FIELDS = [
 ]  # fmt: skip
 
 
-def _remote_batches(remote: Remote, collection: str, now: float, batch: int) -> Iterator[list[dict]]:
+def _remote_batches(
+    remote: Remote, collection: str, now: float, batch: int, vectors: bool
+) -> Iterator[list[dict]]:
     expr = f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
-    iterator = remote.call(
-        "query_iterator", collection, batch_size=batch, filter=expr, output_fields=PULL_FIELDS
-    )
+    fields = [*PULL_FIELDS, "vector"] if vectors else PULL_FIELDS
+    iterator = remote.call("query_iterator", collection, batch_size=batch, filter=expr, output_fields=fields)
     try:
         while True:
             rows = remote._retry("query_iterator.next", iterator.next)
@@ -533,6 +537,46 @@ def _wanted(kb: KnowledgeBase, rows: list[dict]) -> tuple[list[Fact], int]:
     return wanted, skipped
 
 
+class _RemoteVectors(Embedder):
+    """An embedder serving the pulled rows' own vectors when the remote was built with the local
+    model, so a pull does not re-embed (the model stays unloaded); other texts go to the model."""
+
+    def __init__(self, local: Any, reuse: bool):
+        self.local, self.reuse, self.table = local, reuse, {}
+        self.model_id = local.model_id
+        self.served = self.embedded = 0
+
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
+        """The local model's dimension (read from the remote rows when reusing, without a load)."""
+        if self.reuse and self.table:
+            return len(next(iter(self.table.values())))
+        return self.local.dimension
+
+    def add(self, rows: list[dict]) -> None:
+        """Remember the vectors of rows about to be stored (keys as the KB stores the text)."""
+        import numpy as np
+
+        if self.reuse:
+            for row in rows:
+                vector = np.asarray(row["vector"], dtype=np.float32)
+                norm = float(np.linalg.norm(vector))
+                self.table[" ".join(row["fact"].split())] = vector / norm if norm else vector
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        """Vectors for texts: remote ones where known, the local model for the rest."""
+        import numpy as np
+
+        missing = [t for t in texts if t not in self.table]
+        if missing:
+            self.embedded += len(missing)
+            self.table.update(zip(missing, self.local.embed_batch(missing), strict=True))
+        self.served += len(texts) - len(missing)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+
 def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
     from deepresearch.errors import NotFound
@@ -549,14 +593,22 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     pushed_upto = _read_watermark(conn, key)
     added: set[str] = set()
     seen = 0
-    for rows in _remote_batches(remote, collection, now, batch):
+    writer, vectors = kb, None
+    if not report.dry_run:
+        from deepresearch.kb.store import KnowledgeBase
+
+        local = kb.embedder()  # cheap: a model loads on its first embed, not here
+        vectors = _RemoteVectors(local, reuse=report.remote_model == local.model_id)
+        writer = KnowledgeBase(conn, vectors, kb.config)  # same connection, same write path
+    for rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
         seen += len(rows)
         wanted, skipped = _wanted(kb, rows)
         report.skipped += skipped
         if report.dry_run:
             report.pulled += len(wanted)
         elif wanted:
-            result = kb._store(wanted, now, keep_identity=True)
+            vectors.add(rows)
+            result = writer._store(wanted, now, keep_identity=True)
             report.pulled += len(result.added)
             report.reconfirmed += len(result.reconfirmed)
             report.skipped += len(result.rejected)
@@ -565,6 +617,8 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
                 report.warnings.append(f"remote fact {fact.id} rejected: {reason}")
         if progress:
             progress("pull", seen, 0)
+    if vectors is not None:
+        report.reused_vectors, report.embedded = vectors.served, vectors.embedded
     if report.dry_run or pushed_upto != before:
         return
     # The remote already holds what was just pulled: when the pull's own 'add' rows are the only
