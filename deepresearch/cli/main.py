@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 
 from deepresearch import __version__
@@ -23,7 +22,7 @@ RAISE_ENV = "DEEPRESEARCH_RAISE_ERRORS"
 class _ErrorTranslatingGroup(typer.core.TyperGroup):
     """Root group: every DeepResearchError raised below it is shown as one clean line."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         from deepresearch.errors import DeepResearchError
 
         try:
