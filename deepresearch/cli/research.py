@@ -97,9 +97,8 @@ def research(
 
     if not resume and not (question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
-    flags = (question, loops, queries, fresh, lifecycle, backend, budget, no_cache or None)
-    flags += (no_kb_write or None,)
-    if resume and any(f is not None for f in flags):
+    given = (question, loops, queries, fresh, lifecycle, backend, budget, no_cache or None, no_kb_write or None)
+    if resume and any(f is not None for f in given):
         warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)
     try:
