@@ -319,6 +319,17 @@ def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
     assert result.exit_code == 0, result.output
     assert "pull 4 (reconfirmed 0)" in result.stdout
     assert "Traceback" not in result.stderr  # milvus-lite's gRPC server noise is silenced
+    other = Workspace.open(tmp_path / "other")
+    KnowledgeBase(other.db, fake_model, other.config.kb).add_facts(
+        [Fact("Samsung started HBM4 mass production in 2026", "https://example.kr/hbm4")]
+    )
+    other.close()
+    result = run("--collection", "cli_sync", "--both", "--dry-run", "--json", at=tmp_path / "other")
+    assert json.loads(result.stdout)["pushed"] == 1 and json.loads(result.stdout)["dry_run"] is True
+    result = run("--collection", "cli_sync", "--both", "--json", at=tmp_path / "other")
+    data = json.loads(result.stdout)
+    # push first, then pull: the 4 pulled before and the one just pushed are all known here
+    assert (data["direction"], data["pushed"], data["pulled"], data["skipped"]) == ("both", 1, 0, 5)
     assert run("--push", "--pull").exit_code == 2
     result = run("--collection", "bad-name")
     assert result.exit_code == 1 and "Error: invalid Milvus collection name 'bad-name'" in result.stderr

@@ -7,8 +7,9 @@ or purged ones are deleted, and facts that passed their `expires_at` without a s
 deleted remotely by filter. Pull reads the remote facts that are new here or verified more
 recently and stores them through the KB's own write path (`KnowledgeBase._store` with the
 remote ids kept, the path `kb import` uses), so exact-duplicate dedup and reconfirm rules
-apply and pulled facts keep their ids, times and source URLs. Vectors are re-embedded
-locally on pull, so a pulled fact is searchable with the local model.
+apply and pulled facts keep their ids, times and source URLs. A pull stores the remote
+vectors when the collection was built with the local embedding model (its id is a collection
+property and a field of every row), else it re-embeds the pulled facts with the local model.
 
 pymilvus (the `milvus` extra) is imported lazily. A uri is a server URL
 (http://host:19530) or a milvus-lite path ending in `.db` (a directory it creates).
