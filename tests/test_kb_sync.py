@@ -96,6 +96,13 @@ def test_push_then_pull_round_trips_facts(uri, open_kb):
     assert (again.pulled, again.skipped) == (0, 4)
     # the pulled facts are already remote: the next push from the target sends nothing back
     assert sync_milvus(target, uri, "round_trip", now=T0 + 300).pushed == 0
+    # a fact confirmed again at the source arrives as a reconfirmation of the same id
+    source.add_facts([Fact(_facts()[2].fact, "https://example.org/tsmc-2")], now=T0 + 400)
+    assert sync_milvus(source, uri, "round_trip", now=T0 + 400).pushed == 1
+    report = sync_milvus(target, uri, "round_trip", direction="pull", now=T0 + 460)
+    assert (report.pulled, report.reconfirmed, report.skipped) == (0, 1, 3)
+    assert target.get(added[2]).verified_at == T0 + 400
+    assert target.get(added[2]).sources == ["https://example.com/tsmc", "https://example.org/tsmc-2"]
 
 
 def test_pull_with_another_local_model_embeds_here(uri, open_kb):

@@ -218,6 +218,8 @@ def _quiet_pymilvus() -> Iterator[None]:
     milvus-lite's in-process gRPC server also logs a traceback for an RPC it lacks
     (AllocTimestamp, which query_iterator tries before falling back to a client timestamp).
     """
+    with contextlib.suppress(ImportError):
+        import pymilvus  # noqa: F401  (its import configures its loggers: do that first)
     loggers = [logging.getLogger(name) for name in ("pymilvus", "grpc._server")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
