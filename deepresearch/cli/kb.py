@@ -245,6 +245,8 @@ def stats(
     for title in ("by_category", "age_histogram", "expiring_within_7_days", "confidence_histogram"):
         typer.echo(f"{title.replace('_', ' ')}:")
         for key, value in data[title].items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
             typer.echo(f"  {key:<16} {value}")
     typer.echo("top sources:")
     for row in data["top_sources"]:

@@ -497,7 +497,7 @@ class KnowledgeBase:
         else:
             from deepresearch.kb.fts import search_fts
 
-            log.warning("keyword recall instead of semantic: %s", reason)
+            log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
             found = search_fts(self.conn, text, flt, k)
         return Recall(self._hits(found, flt), degraded=embedder is None, reason=reason, mode=vis.mode)
 
