@@ -214,6 +214,15 @@ def test_dimension_or_model_mismatch_fails_before_writing(uri, open_kb, client):
         )
 
 
+def test_push_from_a_bare_connection_and_foreign_collections(uri, open_kb, client):
+    kb = open_kb()
+    kb.add_facts(_facts(), now=T0)
+    assert sync_milvus(kb.conn, uri, "bare_conn", now=T0).pushed == 4  # no embedder needed to push
+    client.create_collection("foreign", dimension=384)  # quick-setup schema: id + vector only
+    with pytest.raises(InputError, match="foreign .* was not created by deepresearch"):
+        sync_milvus(kb, uri, "foreign", now=T0)
+
+
 @pytest.mark.parametrize("name", ["bad-name", "1starts_with_digit", "a;drop", "", "x" * 256, "名字"])
 def test_invalid_collection_name_fails_before_connecting(tmp_path, open_kb, name):
     def factory(uri):
