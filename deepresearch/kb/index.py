@@ -145,8 +145,17 @@ def read_all_vectors(conn: Any) -> tuple[np.ndarray, np.ndarray]:
     is checked against the row count and the plain SQL scan is used if anything differs.
     """
     try:
-        rids, matrix = _read_vec_chunks(conn)
-        if rids.size == conn.execute("select count(*) from fact_vec_rowids").fetchone()[0]:
+        # one read transaction: chunk bitmaps and vector blobs from the same WAL snapshot
+        own = not conn.in_transaction
+        if own:
+            conn.execute("begin")
+        try:
+            rids, matrix = _read_vec_chunks(conn)
+            count = conn.execute("select count(*) from fact_vec_rowids").fetchone()[0]
+        finally:
+            if own:
+                conn.execute("commit")
+        if rids.size == count:
             return rids, matrix
         log.warning("unexpected sqlite-vec chunk layout; reading vectors row by row")
     except Exception as exc:  # an sqlite-vec version with another layout: fall back, never fail
