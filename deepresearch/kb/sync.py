@@ -470,7 +470,7 @@ def _delete_expired(remote: Remote, collection: str, now: float, dry_run: bool) 
 
 PULL_FIELDS = [
     "id", "fact", "source_url", "sources", "category", "confidence", "research_topic",
-    "created_at", "verified_at", "expires_at",
+    "created_at", "verified_at", "expires_at", "embedding_model",
 ]  # fmt: skip
 
 
@@ -561,7 +561,7 @@ class _RemoteVectors(Embedder):
         import numpy as np
 
         if self.reuse:
-            for row in rows:
+            for row in (r for r in rows if r.get("embedding_model") == self.model_id):
                 vector = np.asarray(row["vector"], dtype=np.float32)
                 norm = float(np.linalg.norm(vector))
                 self.table[" ".join(row["fact"].split())] = vector / norm if norm else vector
@@ -601,7 +601,8 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         from deepresearch.kb.store import KnowledgeBase
 
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
-        vectors = _RemoteVectors(local, reuse=report.remote_model == local.model_id)
+        # rows say which model made their vector; fetch vectors unless the collection says "another"
+        vectors = _RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
         writer = KnowledgeBase(conn, vectors, kb.config)  # same connection, same write path
     for rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
         seen += len(rows)
