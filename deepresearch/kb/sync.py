@@ -380,7 +380,7 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     from deepresearch.kb.store import DIMENSION_KEY, FACT_COLUMNS, MODEL_KEY
 
     conn = kb.conn
-    model, dim = get_meta(conn, MODEL_KEY), int(get_meta(conn, DIMENSION_KEY) or 0)
+    model, dim = get_meta(conn, MODEL_KEY) or "", int(get_meta(conn, DIMENSION_KEY) or 0)
     existing = _describe(remote, collection)
     # a collection that is gone (dropped, or a new server) gets everything, not just the changes
     since = _read_watermark(conn, key) if existing is not None else 0
@@ -404,7 +404,7 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         report.created, report.remote_dimension, report.remote_model = True, dim, model
         if not report.dry_run:
             _create(remote, collection, dim, model)
-    vectors = _VectorReader(conn, bulk=len(changed) > 2000) if changed else None
+    vectors = _VectorReader(conn, bulk=len(changed) > 2000)
     no_vector: list[int] = []  # first history seq of facts without a vector: resent next time
     for start in range(0, len(changed), batch):
         chunk = changed[start : start + batch]
@@ -545,7 +545,8 @@ class _RemoteVectors(Embedder):
     model, so a pull does not re-embed (the model stays unloaded); other texts go to the model."""
 
     def __init__(self, local: Any, reuse: bool):
-        self.local, self.reuse, self.table = local, reuse, {}
+        self.local, self.reuse = local, reuse
+        self.table: dict[str, Any] = {}
         self.model_id = local.model_id
         self.served = self.embedded = 0
 
@@ -610,7 +611,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         report.skipped += skipped
         if report.dry_run:
             report.pulled += len(wanted)
-        elif wanted:
+        elif wanted and vectors is not None:
             vectors.add(rows)
             result = writer._store(wanted, now, keep_identity=True)
             report.pulled += len(result.added)
