@@ -118,6 +118,22 @@ MIGRATIONS: list[Migration] = [
         create index facts_expires_any on facts (expires_at) where expires_at is not null;
         """,
     ),
+    # Contradictions the merge step could not fuse: both facts stay active and the pair is
+    # listed here for re-verification (kb/merge.py); resolved_at is set once one is superseded.
+    Migration(
+        "m105_fact_conflicts",
+        """
+        create table fact_conflicts (
+            fact_id text not null,
+            other_id text not null,
+            detected_at real not null,
+            reason text not null default '',
+            resolved_at real,
+            primary key (fact_id, other_id)
+        );
+        create index fact_conflicts_other on fact_conflicts (other_id);
+        """,
+    ),
     # --- local corpus (deepresearch/search) ---
     # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus on first
     # ingest, because its dimension is the embedding model's, known only at run time.

@@ -37,13 +37,19 @@ def _report_add(result: Any, as_json: bool, list_ids: bool = True) -> None:
                 "added": result.added,
                 "reconfirmed": result.reconfirmed,
                 "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
+                "merged": result.merged,
+                "flagged": [{"id": a, "other_id": b, "reason": r} for a, b, r in result.flagged],
             }
         )
     else:
         typer.echo(
             f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)},"
             f" rejected {len(result.rejected)}"
+            + (f", merged {len(result.merged)}" if result.merged else "")
+            + (f", flagged {len(result.flagged)}" if result.flagged else "")
         )
+        for merge in result.merged:
+            typer.echo(f"merged {merge.old_texts[0]!r} → {merge.new_text!r}")
         if list_ids:
             for ident in [*result.added, *result.reconfirmed]:
                 typer.echo(ident)
@@ -279,6 +285,51 @@ def export(
             path = Path(tmp) / f"facts.{fmt}"
             kb.export(path, fmt)
             typer.echo(path.read_text(encoding="utf-8"), nl=False)
+
+
+@app.command("compress")
+def compress(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would merge; write nothing."),
+    no_model: bool = typer.Option(
+        False, "--no-model", help="Fuse texts mechanically (deterministic) instead of asking the LLM."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the merges as JSON."),
+) -> None:
+    """Merge near-duplicate facts across the KB (old rows superseded, contradictions flagged)."""
+    from deepresearch.db import sqlite_errors
+    from deepresearch.errors import DeepResearchError
+    from deepresearch.kb.store import KnowledgeBase
+
+    ws = open_workspace(ctx)
+    try:
+        chat = None
+        if not no_model:
+            from deepresearch.models.llm import get_chat_model
+
+            try:
+                chat = get_chat_model(ws.config.llm)
+            except DeepResearchError as exc:
+                warn(f"no chat model, fusing texts mechanically: {exc}")
+        with sqlite_errors(ws.db_path):
+            result = KnowledgeBase.from_workspace(ws).compress(chat, dry_run=dry_run)
+    finally:
+        ws.close()
+    if as_json:
+        echo_json(result)
+        return
+    verb = "would merge" if dry_run else "merged"
+    for merge in result.merges:
+        typer.echo(f"{verb} ({merge.kind}, {merge.method}):")
+        for old in merge.old_texts:
+            typer.echo(f"  - {old}")
+        typer.echo(f"  → {merge.new_text}" + (f"  [{merge.new_id}]" if merge.new_id else ""))
+    for fact_id, other, reason in result.flagged:
+        typer.echo(f"flagged {fact_id} vs {other}: {reason}")
+    typer.echo(
+        f"{result.facts} active facts, {result.clusters} clusters, {verb} {len(result.merges)},"
+        f" flagged {len(result.flagged)}" + (" (dry run: nothing written)" if dry_run else "")
+    )
 
 
 @app.command("reembed")

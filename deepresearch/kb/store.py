@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from deepresearch.config import KBConfig
+    from deepresearch.kb.merge import Action, CompressResult, MergeRecord
     from deepresearch.kb.sweep import SweepResult
     from deepresearch.models.embed import Embedder
+    from deepresearch.models.llm import ChatModel
     from deepresearch.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,29 @@ FACT_COLUMNS = (
 
 @dataclass
 class AddResult:
-    """Outcome of `add_facts`: new ids, reconfirmed ids, and rejected facts with reasons."""
+    """Outcome of `add_facts`: new ids, reconfirmed ids, and rejected facts with reasons.
+
+    A near-duplicate merged into a stored fact lists the resulting fact in `reconfirmed`
+    (the claim was known) and the merge itself in `merged`; a contradiction is added and
+    its (id, other id, reason) listed in `flagged`.
+    """
 
     added: list[str] = field(default_factory=list)
     reconfirmed: list[str] = field(default_factory=list)
     rejected: list[tuple[Fact, str]] = field(default_factory=list)
+    merged: list[MergeRecord] = field(default_factory=list)
+    flagged: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Conflict:
+    """Two active facts that contradict each other, flagged for re-verification."""
+
+    fact_id: str
+    other_id: str
+    detected_at: float
+    reason: str
+    resolved_at: float | None
 
 
 @dataclass
@@ -95,6 +115,8 @@ class KnowledgeBase:
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
         self._ram = RamIndex()
+        # the chat model that proposes fusions on write (None → the mechanical merge)
+        self.merge_model: ChatModel | None = None
 
     @classmethod
     def from_workspace(cls, ws: Workspace) -> KnowledgeBase:
@@ -148,11 +170,28 @@ class KnowledgeBase:
 
     # --- writing ------------------------------------------------------------------------
 
-    def add_facts(self, facts: list[Fact], now: float | None = None) -> AddResult:
-        """Store facts (batch-embedded); exact duplicates reconfirm the stored fact instead."""
-        return self._store(facts, now, keep_identity=False)
+    def add_facts(
+        self,
+        facts: list[Fact],
+        now: float | None = None,
+        *,
+        merge: bool = True,
+        model: ChatModel | None = None,
+    ) -> AddResult:
+        """Store facts (batch-embedded); exact duplicates reconfirm the stored fact, near
+        duplicates (cosine >= kb.duplicate_similarity) merge into it (see kb/merge.py) unless
+        `merge` is False; `model` (default: `merge_model`) proposes the fused text."""
+        return self._store(facts, now, keep_identity=False, merge=merge, model=model or self.merge_model)
 
-    def _store(self, facts: list[Fact], now: float | None, *, keep_identity: bool) -> AddResult:
+    def _store(
+        self,
+        facts: list[Fact],
+        now: float | None,
+        *,
+        keep_identity: bool,
+        merge: bool = False,
+        model: ChatModel | None = None,
+    ) -> AddResult:
         now = time.time() if now is None else now
         result = AddResult()
         valid: list[Fact] = []
@@ -175,10 +214,27 @@ class KnowledgeBase:
             texts = list(dict.fromkeys(f.fact for f in to_embed))
             matrix = embedder.embed_batch(texts)
             vectors = {t: matrix[i] for i, t in enumerate(texts)}
+        plan: dict[int, Action] = {}
+        if merge and embedder is not None and to_embed and vec_dimension(self.conn) == embedder.dimension:
+            plan = self._plan_merges(valid, known, vectors, embedder, model)
+        batch_ids: dict[int, str] = {}  # index in `valid` → the id it ended up as
+        by_hash: dict[str, str] = {}
         with transaction(self.conn):
             if embedder is not None:
                 self._claim_model(embedder)
-            for fact in valid:
+            for n, fact in enumerate(valid):
+                digest = text_hash(fact.fact)
+                if digest in by_hash:  # same text earlier in this batch (maybe merged since)
+                    self._reconfirm(by_hash[digest], fact, now)
+                    result.reconfirmed.append(by_hash[digest])
+                    batch_ids[n] = by_hash[digest]
+                    continue
+                action = plan.get(n)
+                if action is not None and action.kind == "merge" and action.fact is not None:
+                    merged_id = self._apply_merge(action, n, batch_ids, vectors, now, result)
+                    if merged_id is not None:
+                        batch_ids[n] = by_hash[digest] = merged_id
+                        continue
                 existing = None
                 if (
                     keep_identity
@@ -190,14 +246,198 @@ class KnowledgeBase:
                 if existing is not None:
                     self._reconfirm(existing, fact, now)
                     result.reconfirmed.append(existing)
+                    batch_ids[n] = by_hash[digest] = existing
                     continue
                 vector = vectors.get(fact.fact)
                 if vector is None and embedder is not None:
                     vector = embedder.embed(fact.fact)  # lost a race with another writer's purge
                 self._insert(fact, vector, now, event="add", detail="imported" if keep_identity else None)
                 result.added.append(fact.id)
+                batch_ids[n] = by_hash[digest] = fact.id
+                if action is not None and action.kind == "flag" and action.decision is not None:
+                    other = self._batch_target(action.target, batch_ids)
+                    if other is not None:
+                        self._flag(fact.id, other, action.decision.reason, now)
+                        result.flagged.append((fact.id, other, action.decision.reason))
             self._bump()
         return result
+
+    def _plan_merges(
+        self,
+        valid: list[Fact],
+        known: set[str],
+        vectors: dict[str, Any],
+        embedder: Embedder,
+        model: ChatModel | None,
+    ) -> dict[int, Action]:
+        """Merge actions by index in `valid`, decided before the write lock (model calls happen here)."""
+        import numpy as np
+
+        from deepresearch.kb.merge import plan_batch
+
+        order, seen = [], set(known)
+        for n, fact in enumerate(valid):
+            digest = text_hash(fact.fact)
+            if digest not in seen and fact.fact in vectors:
+                seen.add(digest)
+                order.append(n)
+        if not order:
+            return {}
+        actions = plan_batch(
+            self, [valid[n] for n in order], np.stack([vectors[valid[n].fact] for n in order]), model
+        )
+        plan: dict[int, Action] = {}
+        for action in actions:  # targets inside the batch: position in `order` → index in `valid`
+            if isinstance(action.target, int):
+                action.target = order[action.target]
+        plan = {order[p]: a for p, a in enumerate(actions) if a.kind != "insert"}
+        fresh = [a.fact.fact for a in plan.values() if a.fact is not None and a.fact.fact not in vectors]
+        if fresh:
+            texts = list(dict.fromkeys(fresh))
+            vectors.update(zip(texts, embedder.embed_batch(texts), strict=True))
+        return plan
+
+    def _batch_target(self, target: str | int | None, batch_ids: dict[int, str]) -> str | None:
+        """The active fact a planned target is now: a stored id or an earlier fact of the batch."""
+        ident = batch_ids.get(target) if isinstance(target, int) else target
+        while ident is not None:
+            row = self.conn.execute(
+                "select status, superseded_by from facts where id = ?", (ident,)
+            ).fetchone()
+            if row is None:
+                return None
+            if row[0] != "superseded":
+                return ident if row[0] == "active" else None
+            ident = row[1]
+        return None
+
+    def _apply_merge(
+        self,
+        action: Action,
+        n: int,
+        batch_ids: dict[int, str],
+        vectors: dict[str, Any],
+        now: float,
+        result: AddResult,
+    ) -> str | None:
+        """Merge a planned fact into its target inside the write transaction (None: target gone)."""
+        from deepresearch.kb.merge import MergeRecord
+
+        target = self._batch_target(action.target, batch_ids)
+        merged, decision = action.fact, action.decision
+        if target is None or merged is None or decision is None:
+            return None  # another writer changed the target since planning: store it plainly
+        old_text = self.conn.execute("select fact from facts where id = ?", (target,)).fetchone()[0]
+        cleaned, problem = self._clean(merged, now, keep_identity=False)
+        if problem:
+            log.info("merge skipped: %s", problem)
+            return None
+        new_id = self._absorb_tx([target], cleaned, vectors.get(cleaned.fact), now, f"merge: {decision.kind}")
+        result.merged.append(
+            MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new_id)
+        )
+        result.reconfirmed.append(new_id)
+        return new_id
+
+    def _absorb_tx(
+        self, old_ids: list[str], cleaned: Fact, vector: np.ndarray | None, now: float, reason: str
+    ) -> str:
+        """In a transaction: store `cleaned` (or reconfirm its exact twin), supersede `old_ids` by it."""
+        olds = self._facts_from_rows(
+            self.conn.execute(
+                f"select {FACT_COLUMNS} from facts where id in ({','.join('?' * len(old_ids))})", old_ids
+            ).fetchall()
+        )
+        cleaned.sources = list(dict.fromkeys([*(s for o in olds for s in o.sources), *cleaned.sources]))
+        target = self._find_by_hash(text_hash(cleaned.fact))
+        if target is not None:
+            self._reconfirm(target, cleaned, now)
+            if target not in old_ids:
+                self._log(target, "merge", now, None, None, f"absorbed {', '.join(old_ids)} ({reason})")
+        else:
+            target = cleaned.id
+            self._insert(
+                cleaned,
+                vector,
+                now,
+                event="merge",
+                detail=f"supersedes {', '.join(old_ids)} ({reason})",
+                old_text=" | ".join(o.fact for o in olds),
+            )
+        for old in olds:
+            if old.id == target:
+                continue
+            rid = self.conn.execute(
+                "update facts set status = 'superseded', superseded_by = ? where id = ? returning rid",
+                (target, old.id),
+            ).fetchone()[0]
+            self._sync_vector_meta(rid)
+            self._log(old.id, "supersede", now, old.fact, cleaned.fact, f"superseded by {target} ({reason})")
+            self.conn.execute(
+                "update fact_conflicts set resolved_at = ?"
+                " where resolved_at is null and (fact_id = ? or other_id = ?)",
+                (now, old.id, old.id),
+            )
+        return target
+
+    def absorb(
+        self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge"
+    ) -> str:
+        """Store `merged` (sources: the union) and supersede every fact of `old_ids` by it; return its id."""
+        now = time.time() if now is None else now
+        if not old_ids:
+            raise InputError("nothing to merge: no fact ids given")
+        for fact_id in old_ids:
+            old = self.get(fact_id)
+            if old.status == "superseded":
+                raise InputError(
+                    f"fact {fact_id} is already superseded by {old.superseded_by} — merge that one"
+                )
+        cleaned, problem = self._clean(merged, now, keep_identity=False)
+        if problem:
+            raise InputError(f"cannot merge {', '.join(old_ids)}: {problem}")
+        embedder, _ = self._vector_or_reason()
+        vector = embedder.embed(cleaned.fact) if embedder is not None else None
+        with transaction(self.conn):
+            if embedder is not None:
+                self._claim_model(embedder)
+            target = self._absorb_tx(old_ids, cleaned, vector, now, reason)
+            self._bump()
+        return target
+
+    def _flag(self, fact_id: str, other_id: str, reason: str, now: float) -> None:
+        self.conn.execute(
+            "insert or ignore into fact_conflicts (fact_id, other_id, detected_at, reason) values (?,?,?,?)",
+            (fact_id, other_id, now, reason),
+        )
+
+    def flag_conflict(self, fact_id: str, other_id: str, reason: str, now: float | None = None) -> None:
+        """Record that two facts contradict each other (both stay active) for re-verification."""
+        with transaction(self.conn):
+            self._flag(fact_id, other_id, reason, time.time() if now is None else now)
+
+    def conflicts(
+        self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False
+    ) -> list[Conflict]:
+        """Flagged contradictions (involving `fact_ids`, if given), oldest first."""
+        sql = "select fact_id, other_id, detected_at, reason, resolved_at from fact_conflicts where 1"
+        params: list[Any] = []
+        if not include_resolved:
+            sql += " and resolved_at is null"
+        if fact_ids is not None:
+            ids = list(fact_ids)
+            marks = ",".join("?" * len(ids))
+            sql += f" and (fact_id in ({marks}) or other_id in ({marks}))"
+            params += ids + ids
+        return [Conflict(*r) for r in self.conn.execute(sql + " order by detected_at, rowid", params)]
+
+    def compress(
+        self, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
+    ) -> CompressResult:
+        """Merge near-duplicate clusters across the whole KB (see kb/merge.py); `dry_run` writes nothing."""
+        from deepresearch.kb.merge import compress
+
+        return compress(self, model, dry_run=dry_run, now=now)
 
     def _clean(self, fact: Fact, now: float, keep_identity: bool) -> tuple[Fact, str | None]:
         text = " ".join((fact.fact or "").split())  # collapse whitespace only: the text is kept as written

@@ -1,0 +1,480 @@
+"""Near-duplicate merging with differential preservation, on write and in `kb compress`.
+
+Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
+(DESIGN.md §3). `relation()` classifies the pair:
+
+- `distinct`: different years on both sides, so two claims about different times — never merged;
+- `duplicate`: nothing of the older fact is replaced or negated — fused into one text;
+- `update`: the newer fact (later `verified_at`) replaces values of the older — fused, newer wins;
+- `contradiction`: values differ with no update direction (same `verified_at`) — both kept,
+  flagged for re-verification (table `fact_conflicts`).
+
+The fusion keeps every detail of the older fact that the newer one does not replace: the
+model proposes it (MERGE_FACTS) and `fusion_problem` checks it word by word; if the model
+is absent, fails, or loses a detail, `mechanical_merge` aligns the two texts and keeps both
+("the cat is 2 years old and very clingy" + "the cat is 3 years old" → "the cat is 3 years
+old and very clingy"), or, if they do not align, writes "new (earlier: old)". Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field, replace
+from difflib import SequenceMatcher
+from typing import TYPE_CHECKING, Any
+
+from deepresearch.errors import DeepResearchError, ModelError
+from deepresearch.facts import Fact
+from deepresearch.text import STOPWORDS, content_words, numbers, words
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.models.llm import ChatModel
+
+log = logging.getLogger(__name__)
+
+MAX_EDITS = 3  # more differing spans than this and an aligned merge reads as word salad
+MAX_MERGED_CHARS = 1000  # a fused "fact" longer than this is no longer one claim: keep both
+_YEAR = re.compile(r"^(1[5-9]\d\d|20\d\d)$")
+# Words that pin a claim to a time: facts differing in them are about different times.
+_TIME_WORDS = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april june
+    july august september october november december yesterday today tomorrow""".split()
+)
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without", "n't"})
+_END = " .。!！;"
+
+
+def _stem(word: str) -> str:
+    """A crude stem so 'years'/'year' and 'founded'/'founding' match (as in extraction)."""
+    return word[:6] if len(word) > 6 else word.rstrip("s") if len(word) > 3 else word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(w) for w in content_words(text)}
+
+
+def _negated(text: str) -> bool:
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words(text))
+
+
+def _tokens(text: str) -> list[str]:
+    return text.strip().rstrip(_END).split()
+
+
+def _key(token: str) -> str:
+    return _stem(token.lower().strip(".,;:!?\"'()[]"))
+
+
+def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
+    matcher = SequenceMatcher(None, [_key(t) for t in old], [_key(t) for t in new], autojunk=False)
+    return matcher.get_opcodes()
+
+
+def _is_swap(old_span: list[str], new_span: list[str], old_stems: set[str], new_stems: set[str]) -> bool:
+    """A short aligned span whose content is gone from the new text and replaced by new content
+    (a value, a name, a negation), as opposed to reordered words or an added clause."""
+    if len(old_span) > 3 or len(new_span) > 3 or _kind(old_span) != _kind(new_span):
+        return False
+    if _function_words(old_span) != _function_words(new_span):
+        return False  # "in Cupertino" vs "by Steve Jobs": another role, not another value
+    return bool(_stems(" ".join(old_span)) - new_stems) and bool(_stems(" ".join(new_span)) - old_stems)
+
+
+def _function_words(span: list[str]) -> set[str]:
+    return {w for w in words(" ".join(span)) if w in STOPWORDS} - {"a", "an", "the"}
+
+
+def _kind(span: list[str]) -> tuple[bool, bool]:
+    """(has a number, has a name): a swap replaces a value by a value of the same kind."""
+    text = " ".join(span)
+    return bool(numbers(text)), any(t[:1].isupper() for t in span)
+
+
+def replaced_stems(older: str, newer: str) -> set[str]:
+    """Content stems of `older` that `newer` replaces (short aligned swaps, e.g. '2' → '3')."""
+    old, new = _tokens(older), _tokens(newer)
+    old_stems, new_stems = _stems(older), _stems(newer)
+    out: set[str] = set()
+    for tag, i1, i2, j1, j2 in _opcodes(old, new):
+        if tag == "replace" and _is_swap(old[i1:i2], new[j1:j2], old_stems, new_stems):
+            out |= _stems(" ".join(old[i1:i2]))
+    return out - new_stems
+
+
+def relation(older: Fact, newer: Fact) -> tuple[str, str]:
+    """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts."""
+    on, nn = numbers(older.fact), numbers(newer.fact)
+    if any(_YEAR.match(n) for n in on - nn) and any(_YEAR.match(n) for n in nn - on):
+        return "distinct", "different years: claims about different times"
+    ot, nt = _TIME_WORDS.intersection(words(older.fact)), _TIME_WORDS.intersection(words(newer.fact))
+    if ot - nt and nt - ot:
+        return "distinct", "different days or months: claims about different times"
+    changes = []
+    gone = replaced_stems(older.fact, newer.fact)
+    if gone:
+        changes.append(f"replaces {', '.join(sorted(gone)[:5])}")
+    if _negated(older.fact) != _negated(newer.fact):
+        changes.append("negation differs")
+    if not changes:
+        return "duplicate", "same claim"
+    if newer.verified_at > older.verified_at:
+        return "update", "; ".join(changes)
+    return "contradiction", "; ".join(changes) + " (same verification time: no update direction)"
+
+
+def fusion_problem(older: str, newer: str, merged: str) -> str | None:
+    """Why `merged` is not a lossless fusion of older + newer (None when it is)."""
+    got, new, old = _stems(merged), _stems(newer), _stems(older)
+    missing_new = new - got
+    if missing_new:
+        return f"loses words of the new fact: {sorted(missing_new)[:5]}"
+    missing_old = old - replaced_stems(older, newer) - got
+    if missing_old:
+        return f"loses details of the old fact: {sorted(missing_old)[:5]}"
+    invented = got - old - new
+    if invented:
+        return f"adds words found in neither fact: {sorted(invented)[:5]}"
+    if numbers(merged) - numbers(older) - numbers(newer):
+        return "adds numbers found in neither fact"
+    if len(merged) > MAX_MERGED_CHARS:
+        return "too long"
+    return None
+
+
+def _aligned(older: str, newer: str) -> str | None:
+    """Newer's words where the texts align or values were swapped, older's extra words kept in
+    place; None when the texts are reordered rather than aligned."""
+    old, new = _tokens(older), _tokens(newer)
+    old_stems, new_stems = _stems(older), _stems(newer)
+    ops = _opcodes(old, new)
+    same = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal")
+    if same < 0.5 * min(len(old), len(new)) or sum(tag != "equal" for tag, *_ in ops) > MAX_EDITS:
+        return None
+    new_keys = {_key(t) for t in new}
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "delete":  # a detail only the old fact has: keep it (unless merely moved)
+            out += [t for t in old[i1:i2] if not (_key(t) in new_keys and _stems(t))]
+        elif tag != "replace" or _is_swap(old[i1:i2], new[j1:j2], old_stems, new_stems):
+            out += new[j1:j2]
+        elif _stems(" ".join(new[j1:j2])) - old_stems:
+            out += new[j1:j2] + old[i1:i2]  # an added clause next to an old one: keep both
+        else:
+            return None  # the same words in another order: not alignable
+    kept = numbers(" ".join(out))
+    if (numbers(older) - numbers(newer)) & kept and numbers(newer) - numbers(older):
+        return None  # an old and a new number side by side: the alignment missed the update
+    end = newer[-1:] if newer[-1:] in _END.strip() else older[-1:]
+    return " ".join(out) + (end if end in _END.strip() else "")
+
+
+def mechanical_merge(older: str, newer: str) -> str:
+    """Deterministic lossless fusion: newer wins where the texts align, older details are kept."""
+    older, newer = " ".join(older.split()), " ".join(newer.split())
+    if _stems(older) <= _stems(newer):
+        return newer
+    text = _aligned(older, newer)
+    if text is not None and fusion_problem(older, newer, text) is None:
+        return text
+    if _stems(newer) <= _stems(older) and not replaced_stems(older, newer):
+        return older
+    return f"{newer.rstrip(_END)} (earlier: {older.rstrip(_END)})."
+
+
+@dataclass
+class Fusion:
+    """A merged text, how it was made, and why the model's proposal was refused (if it was)."""
+
+    text: str
+    method: str  # model | mechanical
+    contradiction: bool = False
+    problem: str | None = None
+
+
+def fuse(older: str, newer: str, model: ChatModel | None = None) -> Fusion:
+    """The model's fusion when it passes `fusion_problem`, else the mechanical merge."""
+    problem = "no chat model"
+    if model is not None:
+        from deepresearch.models.llm import complete_json
+        from deepresearch.prompts import MERGE_FACTS, MERGE_SCHEMA
+
+        def check(data: Any) -> bool:
+            reason = fusion_problem(older, newer, " ".join(str(data.get("merged", "")).split()))
+            if reason:
+                raise ValueError(reason)
+            return True
+
+        try:
+            data = complete_json(
+                model,
+                MERGE_FACTS.messages(old=older, new=newer),
+                MERGE_SCHEMA,
+                max_tokens=200,
+                validate=check,
+            )
+        except (ModelError, DeepResearchError) as exc:  # merging must never fail a write
+            data, problem = None, f"model failed: {exc}"
+        else:
+            problem = "model proposals lost or invented details"
+        if isinstance(data, dict):
+            text = " ".join(str(data["merged"]).split())
+            return Fusion(text, "model", bool(data.get("contradiction")))
+    return Fusion(mechanical_merge(older, newer), "mechanical", problem=problem)
+
+
+@dataclass
+class Decision:
+    """What to do with a stored (`older`-or-`newer`) fact and an incoming similar one."""
+
+    kind: str  # duplicate | update | contradiction | distinct
+    reason: str
+    text: str | None = None
+    method: str = "none"
+
+
+def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None) -> Decision:
+    """Classify the pair and, for duplicates and updates, fuse the texts (older → newer)."""
+    older, newer = (stored, incoming) if incoming.verified_at >= stored.verified_at else (incoming, stored)
+    kind, reason = relation(older, newer)
+    if kind in ("distinct", "contradiction"):
+        return Decision(kind, reason)
+    fusion = fuse(older.fact, newer.fact, model)
+    if fusion.contradiction and older.verified_at == newer.verified_at:
+        return Decision("contradiction", "the model says they contradict (same verification time)")
+    if len(fusion.text) > MAX_MERGED_CHARS:
+        return Decision("distinct", "merged text would be too long for one fact")
+    return Decision(kind, reason, fusion.text, fusion.method)
+
+
+def merged_fact(members: list[Fact], text: str) -> Fact:
+    """The fact that replaces `members`: their union of sources, the latest verification."""
+    newest = max(members, key=lambda f: (f.verified_at, f.created_at))
+    sources = list(dict.fromkeys(s for f in members for s in (f.sources or [f.source_url])))
+    return replace(
+        newest,
+        fact=text,
+        id="",
+        created_at=0.0,
+        verified_at=newest.verified_at,
+        confidence=max(f.confidence for f in members),
+        research_topic=newest.research_topic
+        or next((f.research_topic for f in members if f.research_topic), ""),
+        sources=sources,
+        status="active",
+        superseded_by=None,
+    )
+
+
+# --- the write path ---------------------------------------------------------------------
+
+
+@dataclass
+class Action:
+    """The plan for one incoming fact: insert it, merge it into `target`, or insert and flag."""
+
+    kind: str  # insert | merge | flag
+    target: str | int | None = None  # stored fact id, or index of an earlier fact of the batch
+    fact: Fact | None = None  # the merged fact (merge)
+    decision: Decision | None = None
+
+
+def neighbours(
+    kb: KnowledgeBase, matrix: np.ndarray, threshold: float, k: int = 3
+) -> list[list[tuple[int, float]]]:
+    """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
+    import numpy as np
+
+    from deepresearch.kb.index import one_blas_thread
+
+    count = kb.conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
+    if not count:
+        return [[] for _ in range(len(matrix))]
+    if count >= kb.config.ram_index_min_facts:  # one matrix product for the whole batch
+        kb._ram.refresh(kb.conn)
+        active = kb._ram.status == "active"
+        with one_blas_thread():
+            scores = kb._ram.matrix @ np.asarray(matrix, dtype=np.float32).T
+        out = []
+        for col in range(scores.shape[1]):
+            hit = np.flatnonzero(active & (scores[:, col] >= threshold))
+            best = hit[np.argsort(-scores[hit, col])][:k]
+            out.append([(int(kb._ram.rids[i]), float(scores[i, col])) for i in best])
+        return out
+    sql = "select rowid, distance from fact_vec where embedding match ? and k = ? and status = 'active'"
+    return [
+        [
+            (int(rid), 1.0 - dist)
+            for rid, dist in kb.conn.execute(sql, (np.asarray(v, dtype=np.float32).tobytes(), k))
+            if 1.0 - dist >= threshold
+        ]
+        for v in matrix
+    ]
+
+
+def plan_batch(
+    kb: KnowledgeBase, facts: list[Fact], matrix: np.ndarray, model: ChatModel | None = None
+) -> list[Action]:
+    """Decide, before any write lock is taken, how each (new, cleaned) fact joins the KB.
+
+    One KNN pass for the batch plus the batch's own similarity matrix; earlier facts of the
+    batch are merge candidates for later ones, and every merge result can absorb more.
+    """
+    import numpy as np
+
+    threshold = kb.config.duplicate_similarity
+    found = neighbours(kb, matrix, threshold)
+    rids = sorted({rid for hits in found for rid, _ in hits})
+    stored: dict[int, Fact] = {}
+    if rids:
+        from deepresearch.kb.store import FACT_COLUMNS
+
+        rows = kb.conn.execute(
+            f"select {FACT_COLUMNS} from facts where rid in ({','.join('?' * len(rids))})", rids
+        ).fetchall()
+        stored = {r[0]: f for r, f in zip(rows, kb._facts_from_rows(rows), strict=True)}
+    inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T
+    current: dict[str | int, Fact] = {f.id: f for f in stored.values()}
+    redirect: dict[str | int, str | int] = {}
+
+    def head(key: str | int) -> str | int:
+        while key in redirect:
+            key = redirect[key]
+        return key
+
+    actions: list[Action] = []
+    for j, fact in enumerate(facts):
+        current[j] = fact
+        candidates = [(stored[rid].id, score) for rid, score in found[j] if rid in stored]
+        candidates += [(i, float(inner[i, j])) for i in range(j) if inner[i, j] >= threshold]
+        action = Action("insert")
+        seen: set[str | int] = set()
+        for key, _ in sorted(candidates, key=lambda c: -c[1]):
+            target = head(key)
+            if target == j or target in seen:
+                continue
+            seen.add(target)
+            decision = decide(current[target], fact, model)
+            if decision.kind in ("duplicate", "update") and decision.text:
+                merged = merged_fact([current[target], fact], decision.text)
+                action = Action("merge", target, merged, decision)
+                current[j], redirect[target] = merged, j
+                break
+            if decision.kind == "contradiction":
+                action = Action("flag", target, None, decision)
+                break
+        actions.append(action)
+    return actions
+
+
+# --- kb compress ------------------------------------------------------------------------
+
+
+@dataclass
+class MergeRecord:
+    """One merge: the facts absorbed (ids, texts) and the fact that replaces them."""
+
+    old_ids: list[str]
+    old_texts: list[str]
+    new_text: str
+    kind: str
+    method: str
+    new_id: str | None = None
+
+
+@dataclass
+class CompressResult:
+    """What `kb compress` merged and flagged (nothing written when `dry_run`)."""
+
+    facts: int
+    clusters: int
+    merges: list[MergeRecord] = field(default_factory=list)
+    flagged: list[tuple[str, str, str]] = field(default_factory=list)  # (id, other id, reason)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+
+def clusters(kb: KnowledgeBase, threshold: float) -> tuple[list[list[Fact]], int]:
+    """Groups of active facts linked by cosine >= threshold or an equal text hash; and the fact count."""
+    import numpy as np
+
+    from deepresearch.facts import text_hash
+    from deepresearch.kb.index import one_blas_thread, read_all_vectors
+    from deepresearch.kb.store import FACT_COLUMNS
+
+    rows = kb.conn.execute(
+        f"select {FACT_COLUMNS} from facts where status = 'active' order by rid"
+    ).fetchall()
+    facts = kb._facts_from_rows(rows)
+    pos = {r[0]: i for i, r in enumerate(rows)}
+    parent = list(range(len(facts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    by_hash: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        other = by_hash.setdefault(text_hash(f.fact), i)
+        parent[root(i)] = root(other)
+    rids, matrix = read_all_vectors(kb.conn) if kb.has_vectors else (np.zeros(0), np.zeros((0, 0)))
+    keep = [n for n, rid in enumerate(rids.tolist()) if rid in pos]
+    idx, vectors = [pos[int(rids[n])] for n in keep], np.asarray(matrix[keep], dtype=np.float32)
+    with one_blas_thread():
+        for start in range(0, len(idx), 1024):
+            block = vectors[start : start + 1024] @ vectors.T
+            for a, b in zip(*np.nonzero(block >= threshold), strict=True):
+                if start + a < b:
+                    parent[root(idx[start + a])] = root(idx[b])
+    groups: dict[int, list[Fact]] = {}
+    for i, f in enumerate(facts):
+        groups.setdefault(root(i), []).append(f)
+    return [g for g in groups.values() if len(g) > 1], len(facts)
+
+
+def compress(
+    kb: KnowledgeBase, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
+) -> CompressResult:
+    """Merge near-duplicate clusters of the whole KB (oldest first, each member folded into the
+    running merge); contradictions are flagged, distinct members left alone."""
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    if not kb.has_vectors:
+        raise ModelError(
+            "kb compress needs fact vectors: sqlite-vec is not available or the vector table is missing"
+            " — fix: pip install sqlite-vec sqlean-py, then `deepresearch kb reembed`"
+        )
+    groups, total = clusters(kb, kb.config.duplicate_similarity)
+    result = CompressResult(total, len(groups), dry_run=dry_run)
+    for group in groups:
+        group.sort(key=lambda f: (f.verified_at, f.created_at, f.id))
+        head, members, flags = group[0], [group[0]], []
+        record = MergeRecord([], [], head.fact, "duplicate", "none")
+        for fact in group[1:]:
+            decision = decide(head, fact, model)
+            if decision.kind in ("duplicate", "update") and decision.text:
+                members.append(fact)
+                head = merged_fact(members, decision.text)
+                record.kind = "update" if "update" in (record.kind, decision.kind) else "duplicate"
+                record.method = "model" if "model" in (record.method, decision.method) else decision.method
+            elif decision.kind == "contradiction":
+                flags.append((fact.id, decision.reason))
+        if len(members) > 1:
+            record.old_ids, record.old_texts = [m.id for m in members], [m.fact for m in members]
+            record.new_text = head.fact
+            if not dry_run:
+                record.new_id = kb.absorb(record.old_ids, head, now=now, reason=f"compress: {record.kind}")
+            result.merges.append(record)
+        for fact_id, reason in flags:
+            other = record.new_id or members[0].id
+            result.flagged.append((fact_id, other, reason))
+            if not dry_run:
+                kb.flag_conflict(fact_id, other, reason, now=now)
+    result.seconds = time.perf_counter() - started
+    return result
