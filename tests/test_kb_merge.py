@@ -185,6 +185,33 @@ def test_contradiction_is_kept_side_by_side_and_flagged(real_kb):
     [conflict] = real_kb.conflicts([first])
     assert (conflict.fact_id, conflict.other_id, conflict.resolved_at) == (second, first, None)
     assert "330" in conflict.reason or "replaces" in conflict.reason
+    # a later, clearly newer report updates the fact: the conflict is no longer open
+    update = real_kb.add_facts(
+        [Fact("The Eiffel Tower in Paris is 330 metres tall today.", "https://c.example")], now=T1
+    )
+    assert len(update.merged) == 1 and real_kb.conflicts() == []
+    assert len(real_kb.conflicts(include_resolved=True)) == 1
+
+
+def test_conflicts_cli(home, real_embedder):
+    from deepresearch.workspace import Workspace
+
+    ws = Workspace.open(home)
+    kb = KnowledgeBase.from_workspace(ws)
+    first = kb.add_facts([Fact(TOWER, "https://a.example")], now=T0).added[0]
+    second = kb.add_facts(
+        [Fact("The Eiffel Tower in Paris is 300 metres tall.", "https://b.example")], now=T0
+    ).added[0]
+    ws.close()
+    runner = CliRunner()
+    data = json.loads(runner.invoke(app, ["--home", str(home), "kb", "conflicts", "--json"]).stdout)
+    assert [(c["fact_id"], c["other_id"]) for c in data] == [(second, first)]
+    assert (data[0]["fact"], data[0]["other_fact"]) == (
+        "The Eiffel Tower in Paris is 300 metres tall.",
+        TOWER,
+    )
+    out = runner.invoke(app, ["--home", str(home), "kb", "conflicts"])
+    assert out.exit_code == 0 and out.stdout.count("Eiffel") == 2 and "reason:" in out.stdout
 
 
 def test_near_duplicates_within_one_batch_merge(real_kb):
@@ -260,3 +287,17 @@ def test_compress_without_vectors_is_a_user_error(home, monkeypatch):
     result = CliRunner().invoke(app, ["--home", str(home), "kb", "compress", "--no-model"])
     assert result.exit_code == 1
     assert "Error:" in result.stderr and "sqlite-vec" in result.stderr
+
+
+@pytest.mark.slow
+def test_real_llm_fusion_never_loses_a_detail(real_llm):
+    """Whatever the shipped tiny model proposes, the result keeps the new value and every old detail."""
+    fusion = fuse(OLD_CAT, NEW_CAT, real_llm)
+    assert fusion.method in ("model", "mechanical")
+    assert fusion_problem(OLD_CAT, NEW_CAT, fusion.text) is None
+    assert "3" in fusion.text and "clingy" in fusion.text and "2" not in fusion.text.split()
+    # a pair that is not the prompt's own example
+    old, new = "The old bridge is 120 metres long and painted red.", "The old bridge is 150 metres long."
+    fusion = fuse(old, new, real_llm)
+    assert fusion_problem(old, new, fusion.text) is None
+    assert "150" in fusion.text and "red" in fusion.text and "120" not in fusion.text

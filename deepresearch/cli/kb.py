@@ -332,6 +332,27 @@ def compress(
     )
 
 
+@app.command("conflicts")
+def conflicts(
+    ctx: typer.Context,
+    include_resolved: bool = typer.Option(False, "--all", help="Also list resolved conflicts."),
+    as_json: bool = typer.Option(False, "--json", help="Print the conflicts as JSON."),
+) -> None:
+    """List contradicting facts kept side by side, to re-verify (merging could not fuse them)."""
+    with _kb(ctx) as kb:
+        found = kb.conflicts(include_resolved=include_resolved)
+        texts = {i: kb.get(i).fact for c in found for i in (c.fact_id, c.other_id)}
+    if as_json:
+        echo_json([{**vars(c), "fact": texts[c.fact_id], "other_fact": texts[c.other_id]} for c in found])
+        return
+    if not found:
+        status("no open conflicts")
+    for c in found:
+        typer.echo(f"{c.fact_id}  {texts[c.fact_id]}")
+        typer.echo(f"{c.other_id}  {texts[c.other_id]}")
+        typer.echo(f"  reason: {c.reason}" + ("  (resolved)" if c.resolved_at else ""))
+
+
 @app.command("reembed")
 def reembed(
     ctx: typer.Context,

@@ -72,7 +72,7 @@ def _key(token: str) -> str:
 
 def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
     matcher = SequenceMatcher(None, [_key(t) for t in old], [_key(t) for t in new], autojunk=False)
-    return matcher.get_opcodes()
+    return [(str(tag), i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
 
 
 def _is_swap(old_span: list[str], new_span: list[str], old_stems: set[str], new_stems: set[str]) -> bool:
@@ -349,7 +349,9 @@ def plan_batch(
     actions: list[Action] = []
     for j, fact in enumerate(facts):
         current[j] = fact
-        candidates = [(stored[rid].id, score) for rid, score in found[j] if rid in stored]
+        candidates: list[tuple[str | int, float]] = [
+            (stored[rid].id, score) for rid, score in found[j] if rid in stored
+        ]
         candidates += [(i, float(inner[i, j])) for i in range(j) if inner[i, j] >= threshold]
         action = Action("insert")
         seen: set[str | int] = set()

@@ -419,11 +419,16 @@ class KnowledgeBase:
     def conflicts(
         self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False
     ) -> list[Conflict]:
-        """Flagged contradictions (involving `fact_ids`, if given), oldest first."""
-        sql = "select fact_id, other_id, detected_at, reason, resolved_at from fact_conflicts where 1"
+        """Flagged contradictions (involving `fact_ids`, if given), oldest first; by default only
+        open ones: not resolved, and both facts still active (not superseded, expired or purged)."""
+        sql = "select fact_id, other_id, detected_at, reason, resolved_at from fact_conflicts c where 1"
         params: list[Any] = []
         if not include_resolved:
-            sql += " and resolved_at is null"
+            sql += (
+                " and resolved_at is null"
+                " and exists (select 1 from facts f where f.id = c.fact_id and f.status = 'active')"
+                " and exists (select 1 from facts f where f.id = c.other_id and f.status = 'active')"
+            )
         if fact_ids is not None:
             ids = list(fact_ids)
             marks = ",".join("?" * len(ids))
