@@ -87,6 +87,11 @@ def test_fusion_problem_and_relation():
     py13 = Fact("Python 3.13 was released in October 2024.", "https://q", verified_at=T1)
     assert relation(py12, py13)[0] == "distinct"
     assert decide(py12, py13).kind == "distinct"
+    us = Fact("Product X costs 5 dollars in the US.", "https://u", verified_at=T0)
+    uk = Fact("Product X costs 7 dollars in the UK.", "https://k", verified_at=T1)
+    assert relation(us, uk)[0] == "distinct"  # another subject with its own value
+    ceo = Fact("Tim Cook is the CEO of Apple.", "https://c", verified_at=T0)
+    assert relation(ceo, Fact("Jane Doe is the CEO of Apple.", "https://d", verified_at=T1))[0] == "update"
 
 
 def test_fuse_prefers_a_good_model_fusion_and_refuses_a_lossy_one():

@@ -106,6 +106,11 @@ def replaced_stems(older: str, newer: str) -> set[str]:
     return out - new_stems
 
 
+def _names(text: str) -> set[str]:
+    """Capitalized words after the first (a sentence's first word is capitalized anyway)."""
+    return {t.strip(".,;:!?\"'()").lower() for t in text.split()[1:] if t[:1].isupper()}
+
+
 def relation(older: Fact, newer: Fact) -> tuple[str, str]:
     """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts."""
     on, nn = numbers(older.fact), numbers(newer.fact)
@@ -114,6 +119,9 @@ def relation(older: Fact, newer: Fact) -> tuple[str, str]:
     ot, nt = _TIME_WORDS.intersection(words(older.fact)), _TIME_WORDS.intersection(words(newer.fact))
     if ot - nt and nt - ot:
         return "distinct", "different days or months: claims about different times"
+    old_names, new_names = _names(older.fact), _names(newer.fact)
+    if old_names - new_names and new_names - old_names and on - nn and nn - on:
+        return "distinct", "another name with another number: a different subject's value"
     changes = []
     gone = replaced_stems(older.fact, newer.fact)
     if gone:
