@@ -75,6 +75,23 @@ def run(n: int, batches: int, size: int, merge: bool) -> tuple[list[float], int]
     return seconds, merges
 
 
+def compress_seconds(n: int) -> tuple[float, int, int]:
+    """Seconds of a dry-run `kb compress` over N facts (5 % near duplicates), clusters, merges."""
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = connect(Path(tmp) / "kb.db")
+        kb = KnowledgeBase(conn, HashEmbedder(), KBConfig())
+        texts = [text(i) if i % 20 else text(i + 1) + " indeed" for i in range(n)]
+        for start in range(0, n, 2000):
+            batch = [
+                Fact(t, f"https://b.example/{start + i}") for i, t in enumerate(texts[start : start + 2000])
+            ]
+            kb.add_facts(batch, now=1e9 + start, merge=False)
+        started = time.perf_counter()
+        result = kb.compress(dry_run=True)
+        conn.close()
+    return time.perf_counter() - started, result.clusters, len(result.merges)
+
+
 def main() -> int:
     """Print p50/p95 per batch with merging on and off."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -89,6 +106,10 @@ def main() -> int:
             ms = sorted(s * 1000 for s in seconds)
             p95 = ms[int(0.95 * (len(ms) - 1))]
             print(f"{n:>7} {str(merge):>6} {statistics.median(ms):>13.1f} {p95:>7.1f} {merges:>7}")
+    print(f"\n{'facts':>7} {'compress --dry-run s':>21} {'clusters':>9} {'merges':>7}")
+    for n in args.facts:
+        seconds, clusters, merges = compress_seconds(n)
+        print(f"{n:>7} {seconds:>21.1f} {clusters:>9} {merges:>7}")
     return 0
 
 
