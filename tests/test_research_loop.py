@@ -263,3 +263,31 @@ def test_fast_changing_known_facts_are_rechecked_not_trusted(workspace, fake_emb
         "## From the knowledge base" in result.report
         and "https://pypi.org/project/sqlite-vec/" in result.report
     )
+
+
+def test_a_failing_search_backend_is_reported_and_the_run_still_finishes(workspace, fake_embedder):
+    from deepresearch.errors import SearchError
+
+    class DownBackend(ListBackend):
+        def search(self, query, count):
+            self.calls.append(query)
+            raise SearchError(
+                "SearXNG at http://127.0.0.1:9 is unreachable — start it or use --backend corpus"
+            )
+
+    events = []
+    deps = make_deps(workspace, fake_embedder, RoutedChatModel(), DownBackend())
+    result = run_research(
+        workspace,
+        TOPIC,
+        RunOptions(loops=2, queries=1),
+        deps=deps,
+        progress=lambda event, **info: events.append((event, info)),
+    )
+    failed = [
+        info for event, info in events if event == "search" and "search failed" in info.get("skipped", "")
+    ]
+    assert failed and "unreachable" in failed[0]["skipped"]
+    assert result.stop_reason == "no-progress"
+    assert RunStore(workspace.db).get(result.run_id).status == "done"
+    assert "## Sources" not in result.report or not _cited_numbers(result.report)

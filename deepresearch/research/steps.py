@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from deepresearch.errors import ModelError
+from deepresearch.errors import ModelError, SearchError
 from deepresearch.research import prompts
 from deepresearch.research.cache_links import evict_if_superseded, link_facts
 from deepresearch.research.state import Known, ResearchState, Source, Summary
@@ -289,7 +289,13 @@ def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any]
     from deepresearch.search.cache import cached_search
 
     cache = deps.cache if state.options.use_cache else None
-    results, hit, key = cached_search(deps.backend, query, state.options.results_per_query, cache)
+    try:
+        results, hit, key = cached_search(deps.backend, query, state.options.results_per_query, cache)
+    except SearchError as exc:
+        # One failed query (network down, server gone) must not end the run: the other
+        # queries and the knowledge base still feed the report.
+        deps.progress("search", query=query, skipped=f"search failed: {exc}")
+        return [], False, None
     return results, hit, key if cache is not None else None  # links only for results that are cached
 
 
