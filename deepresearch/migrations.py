@@ -217,9 +217,7 @@ MIGRATIONS: list[Migration] = [
 
 def applied_migrations(conn: Any) -> list[str]:
     """Names of the migrations already applied to this database, in order."""
-    conn.execute(
-        "create table if not exists _migrations (name text primary key, applied_at real not null)"
-    )
+    conn.execute("create table if not exists _migrations (name text primary key, applied_at real not null)")
     return [row[0] for row in conn.execute("select name from _migrations order by rowid")]
 
 
@@ -238,9 +236,7 @@ def apply_migrations(conn: Any, migrations: list[Migration] | None = None) -> li
                     conn.execute(statement)
             if migration.fn is not None:
                 migration.fn(conn)
-            conn.execute(
-                "insert into _migrations (name, applied_at) values (?, ?)", (migration.name, time.time())
-            )
+            conn.execute("insert into _migrations (name, applied_at) values (?, ?)", (migration.name, time.time()))
         applied.append(migration.name)
     return applied
 

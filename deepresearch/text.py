@@ -6,8 +6,28 @@ import re
 import unicodedata
 
 # Sentence ends: Latin punctuation followed by space/end, or CJK full-width punctuation.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff])|(?<=[。！？；])")
-_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "dr.", "prof.", "inc.", "ltd.", "co.", "u.s.", "fig.", "no.", "st.", "jr.", "sr.")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff])|(?<=[。！？；])"
+)
+_ABBREVIATIONS = (
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "vs.",
+    "mr.",
+    "mrs.",
+    "dr.",
+    "prof.",
+    "inc.",
+    "ltd.",
+    "co.",
+    "u.s.",
+    "fig.",
+    "no.",
+    "st.",
+    "jr.",
+    "sr.",
+)
 # An abbreviation only counts as a whole word: "first." or "pianist." end a sentence, "St." does not.
 _ENDS_WITH_ABBREVIATION = re.compile(
     r"(?:^|[\s(\[\"'])(?:" + "|".join(re.escape(a) for a in _ABBREVIATIONS) + r")$", re.IGNORECASE
@@ -15,7 +35,9 @@ _ENDS_WITH_ABBREVIATION = re.compile(
 _WORD = re.compile(r"[\w][\w\-.']*[\w]|[\w]", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*%?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_CJK_RUN = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+"
+)
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of in on at to for from by with without about into over under
@@ -68,7 +90,7 @@ def words(text: str) -> list[str]:
             continue
         for run in _CJK_RUN.findall(token):
             if has_cjk(run):
-                out.extend(a + b for a, b in zip(run, run[1:]))
+                out.extend(a + b for a, b in zip(run, run[1:], strict=False))
                 if len(run) == 1:
                     out.append(run)
             elif run.strip(".'-"):

@@ -41,7 +41,7 @@ class Workspace:
         config_file: Path | None = None,
         overrides: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
-    ) -> "Workspace":
+    ) -> Workspace:
         """Resolve the folder, create it if needed, and load the effective config."""
         path = resolve_home(home, env)
         if path.exists() and not path.is_dir():

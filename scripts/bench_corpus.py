@@ -64,9 +64,7 @@ def build(conn, name: str, tokenize: str, rows: list[tuple[int, str, str]], cjk:
 
 
 def query(conn, name: str, tokenize: str, cjk: bool, text: str, depth: int) -> list[int]:
-    expression = (
-        trigram_query(text) if tokenize == "trigram" else fts_query(text) if cjk else _plain_query(text)
-    )
+    expression = trigram_query(text) if tokenize == "trigram" else fts_query(text) if cjk else _plain_query(text)
     if expression is None:
         return []
     try:
@@ -125,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             recall.append(recall_at(ranked, relevant))
         cjk_conn = connect(":memory:", load_vec=False, migrate=False)
         build(cjk_conn, "c", tokenize, [(i + 1, "", t) for i, t in enumerate(CJK_DOCS)], cjk)
-        probe = sum(
-            query(cjk_conn, "c", tokenize, cjk, q, 1)[:1] == [target + 1] for q, target in CJK_QUERIES.items()
-        )
+        probe = sum(query(cjk_conn, "c", tokenize, cjk, q, 1)[:1] == [target + 1] for q, target in CJK_QUERIES.items())
         out[label] = {
             "ndcg@10": round(statistics.fmean(ndcg), 4),
             "recall@100": round(statistics.fmean(recall), 4),

@@ -183,9 +183,7 @@ def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
         assert len(store.add_facts(batch, now=NOW).added) == len(batch)
     store_rate = size / (time.perf_counter() - started)
     conn.execute("pragma wal_checkpoint(truncate)")
-    rid_index = {
-        rid: i for i, rid in enumerate(r[0] for r in conn.execute("select rid from facts order by rid"))
-    }
+    rid_index = {rid: i for i, rid in enumerate(r[0] for r in conn.execute("select rid from facts order by rid"))}
     id_index = {fid: rid_index[rid] for fid, rid in conn.execute("select id, rid from facts")}
     print(f"\n### {size:,} facts\n")
     print(
@@ -211,9 +209,7 @@ def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
         ),
     }
     n_q = len(queries) if size <= 20000 else min(len(queries), 100)
-    truth = {
-        name: [exact_top(matrix, qvecs[q], mask) for q in range(n_q)] for name, (_, mask) in scenarios.items()
-    }
+    truth = {name: [exact_top(matrix, qvecs[q], mask) for q in range(n_q)] for name, (_, mask) in scenarios.items()}
     print("\n| engine | scenario | p50 ms | p95 ms | recall@10 |\n|---|---|---|---|---|")
     ram = KnowledgeBase(conn, LookupEmbedder(table), KBConfig(ram_index_min_facts=0))
     started = time.perf_counter()
@@ -270,9 +266,7 @@ def baseline(work: Path, matrix: np.ndarray, qvecs: np.ndarray, truth: list[list
     from deepresearch.db import connect
 
     conn = connect(work / "baseline.db", migrate=False)
-    conn.execute(
-        f"create virtual table base using vec0(embedding float[{matrix.shape[1]}] distance_metric=cosine)"
-    )
+    conn.execute(f"create virtual table base using vec0(embedding float[{matrix.shape[1]}] distance_metric=cosine)")
     conn.execute("begin")
     conn.executemany(
         "insert into base (rowid, embedding) values (?, ?)",
@@ -282,9 +276,7 @@ def baseline(work: Path, matrix: np.ndarray, qvecs: np.ndarray, truth: list[list
     times, recalls = [], []
     for q, want in zip(qvecs, truth, strict=False):
         t0 = time.perf_counter()
-        rows = conn.execute(
-            "select rowid from base where embedding match ? and k = 10", (q.tobytes(),)
-        ).fetchall()
+        rows = conn.execute("select rowid from base where embedding match ? and k = 10", (q.tobytes(),)).fetchall()
         times.append(time.perf_counter() - t0)
         recalls.append(len({r[0] - 1 for r in rows} & set(want)) / len(want))
     conn.close()
@@ -293,9 +285,7 @@ def baseline(work: Path, matrix: np.ndarray, qvecs: np.ndarray, truth: list[list
 
 def main() -> None:
     """Parse arguments, prepare vectors, run the benchmark for each size."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("beir_dir", type=Path, help="BEIR dataset folder with corpus.jsonl and queries.jsonl")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--max-real", type=int, default=60000, help="real sentence vectors to embed at most")
@@ -306,8 +296,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     texts = corpus_texts(args.beir_dir / "corpus.jsonl")[: args.max_real]
     queries = [
-        json.loads(line)["text"]
-        for line in (args.beir_dir / "queries.jsonl").read_text().splitlines()[: args.queries]
+        json.loads(line)["text"] for line in (args.beir_dir / "queries.jsonl").read_text().splitlines()[: args.queries]
     ]
     qvecs = embed_cached(queries, args.cache, "queries")
     vectors = embed_cached(texts, args.cache, "corpus")

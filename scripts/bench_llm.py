@@ -47,9 +47,7 @@ def _messages(hotpotqa: Path | None) -> list[dict[str, str]]:
     return EXTRACT_FACTS.messages(topic=topic, text=text, max_facts=5)
 
 
-def bench_model(
-    name: str, messages: list[dict[str, str]], tokens: int, repeats: int, threads: int | None
-) -> dict:
+def bench_model(name: str, messages: list[dict[str, str]], tokens: int, repeats: int, threads: int | None) -> dict:
     """Median figures for one model."""
     from deepresearch.models.llama_backend import LlamaCppModel
 
@@ -95,17 +93,11 @@ def bench_model(
 def main() -> None:
     """Parse arguments, benchmark each model, print a table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--hotpotqa", type=Path, help="hotpotqa_train.json for a real paragraph as the prompt"
-    )
-    parser.add_argument(
-        "--models", nargs="+", default=["smollm2-135m-instruct"], help="shipped names or GGUF paths"
-    )
+    parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json for a real paragraph as the prompt")
+    parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct"], help="shipped names or GGUF paths")
     parser.add_argument("--tokens", type=int, default=96, help="max generated tokens per call")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads", type=int, default=None, help="llama.cpp threads (default: llm.n_threads rule)"
-    )
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: llm.n_threads rule)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     messages = _messages(args.hotpotqa)
@@ -126,11 +118,7 @@ def main() -> None:
     print("| " + " | ".join(c for c, _ in cols) + " |")
     print("|" + "---|" * len(cols))
     for row in rows:
-        print(
-            "| "
-            + " | ".join(f"{row[k]:.2f}" if isinstance(row[k], float) else str(row[k]) for _, k in cols)
-            + " |"
-        )
+        print("| " + " | ".join(f"{row[k]:.2f}" if isinstance(row[k], float) else str(row[k]) for _, k in cols) + " |")
     for row in rows:
         print(f"{row['model']}: lazy-grammar tokens {row['lazy_grammar_tokens']}")
     if args.json:

@@ -82,9 +82,7 @@ def compress_seconds(n: int) -> tuple[float, int, int]:
         kb = KnowledgeBase(conn, HashEmbedder(), KBConfig())
         texts = [text(i) if i % 20 else text(i + 1) + " indeed" for i in range(n)]
         for start in range(0, n, 2000):
-            batch = [
-                Fact(t, f"https://b.example/{start + i}") for i, t in enumerate(texts[start : start + 2000])
-            ]
+            batch = [Fact(t, f"https://b.example/{start + i}") for i, t in enumerate(texts[start : start + 2000])]
             kb.add_facts(batch, now=1e9 + start, merge=False)
         started = time.perf_counter()
         result = kb.compress(dry_run=True)

@@ -49,9 +49,7 @@ def timed(label: str, fn, count: int | None = None):  # type: ignore[no-untyped-
 
 def main() -> None:
     """Run the benchmark and print one line per figure."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scifact", type=Path, help="BEIR SciFact folder (../shared/eval/beir/scifact)")
     parser.add_argument("--facts", type=int, default=5000)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "deepresearch-bench-kb")

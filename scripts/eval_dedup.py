@@ -64,9 +64,7 @@ def prf(scores: np.ndarray, positive: np.ndarray, threshold: float, related: np.
         "recall": round(float(recall), 4),
         "f1": round(float(f1), 4),
         "merged": int(predicted.sum()),
-        "harmful": round(
-            float((predicted & ~related).sum() / predicted.sum()) if predicted.sum() else 0.0, 4
-        ),
+        "harmful": round(float((predicted & ~related).sum() / predicted.sum()) if predicted.sum() else 0.0, 4),
     }
 
 
@@ -81,9 +79,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", type=Path, help="stsb-en-dev.csv (sentence1,sentence2,score)")
     parser.add_argument("--positive", type=float, default=4.0, help="gold score counted as duplicate")
-    parser.add_argument(
-        "--related", type=float, default=3.0, help="gold score below which a merge is harmful"
-    )
+    parser.add_argument("--related", type=float, default=3.0, help="gold score below which a merge is harmful")
     parser.add_argument("--min-precision", type=float, default=0.9)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -111,9 +107,7 @@ def main() -> int:
         "compress (same time: duplicates only)": [
             prf(np.where(same_time, cosine, -1), positive, t, related) for t in THRESHOLDS
         ],
-        "write (newer may update)": [
-            prf(np.where(on_write, cosine, -1), positive, t, related) for t in THRESHOLDS
-        ],
+        "write (newer may update)": [prf(np.where(on_write, cosine, -1), positive, t, related) for t in THRESHOLDS],
     }
     base = [prf(overlap, positive, t, related) for t in (0.5, 0.6, 0.7, 0.8, 0.9)]
     write = gated["write (newer may update)"]

@@ -115,8 +115,7 @@ def evaluate(name: str, model: Any, passages: list[dict[str, Any]], max_facts: i
         returned += len(texts)
         from_model += result.methods.count("model")
         returned_grounded += sum(
-            is_grounded(t, p["text"]) and f.source_url == p["url"]
-            for t, f in zip(texts, result.facts, strict=True)
+            is_grounded(t, p["text"]) and f.source_url == p["url"] for t, f in zip(texts, result.facts, strict=True)
         )
         gold_total += len(p["gold"])
         gold_hit += sum(covered(s, texts) for s in p["gold"])

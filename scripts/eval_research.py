@@ -82,9 +82,7 @@ def score(item: dict, result, state, titles: dict[str, str]) -> dict:  # type: i
     }
 
 
-def evaluate(
-    items: list[dict], corpus_db: Path, work: Path, use_llm: bool, loops: int, queries: int
-) -> list[dict]:
+def evaluate(items: list[dict], corpus_db: Path, work: Path, use_llm: bool, loops: int, queries: int) -> list[dict]:
     """Research every item in a copy of the ingested workspace; return per-question scores."""
     from deepresearch.research.loop import build_deps, options_from_config, run_research
     from deepresearch.research.runs import RunStore
@@ -193,8 +191,7 @@ def main() -> None:
         "model_ids_removed_total",
     ]
     print(
-        f"{'':<24}"
-        + "".join(f"{name:>16}" for name in ("with LLM", "baseline (none)")[: 1 + (not args.no_baseline)])
+        f"{'':<24}" + "".join(f"{name:>16}" for name in ("with LLM", "baseline (none)")[: 1 + (not args.no_baseline)])
     )
     for key in keys:
         row = f"{key:<24}{out['llm'][key]:>16}"

@@ -87,9 +87,7 @@ def ingest(corpus: Corpus, data_dir: Path) -> dict[str, float]:
     }
 
 
-def rankings(
-    corpus: Corpus, queries: dict[str, str], ids: list[str], depth: int
-) -> dict[str, dict[str, list]]:
+def rankings(corpus: Corpus, queries: dict[str, str], ids: list[str], depth: int) -> dict[str, dict[str, list]]:
     """Per query, the document rankings of BM25 and vector (doc id, chunk id, score), for tuning."""
     out: dict[str, dict[str, list]] = {}
     for qid in ids:
@@ -190,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                 key_of = {
                     c: k
                     for c, k in corpus.conn.execute(
-                        "select c.id, d.doc_key from corpus_chunks c"
-                        " join corpus_documents d on d.id = c.doc_id"
+                        "select c.id, d.doc_key from corpus_chunks c join corpus_documents d on d.id = c.doc_id"
                     )
                 }
                 runs = rankings(corpus, queries, list(tune_qrels), 300)

@@ -89,9 +89,7 @@ class RoutedChatModel(FakeChatModel):
 
     def prompts(self, kind_marker: str) -> list[str]:
         """User prompts of the calls whose system prompt contains `kind_marker`."""
-        return [
-            h["messages"][-1]["content"] for h in self.history if kind_marker in h["messages"][0]["content"]
-        ]
+        return [h["messages"][-1]["content"] for h in self.history if kind_marker in h["messages"][0]["content"]]
 
 
 def make_deps(ws: Any, embedder: Any, model: Any = None, backend: Any = None, cache: bool = True) -> Any:

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app

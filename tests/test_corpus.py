@@ -133,10 +133,7 @@ def test_every_file_type_ingests_and_is_searchable(corpus: Corpus, tmp_path: Pat
         "csv",
     )
     (docs / "rows.jsonl").write_text(
-        json.dumps(
-            {"_id": "j1", "title": "Pluto", "text": "Pluto was reclassified as a dwarf planet in 2006."}
-        )
-        + "\n"
+        json.dumps({"_id": "j1", "title": "Pluto", "text": "Pluto was reclassified as a dwarf planet in 2006."}) + "\n"
     )
     report = corpus.add_paths([docs], table=TableSpec(text_col=None, url_col=None))
     # The CSV/Parquet text column is called "body": guessed; url column "link": guessed.

@@ -100,9 +100,7 @@ def test_corpus_cli_round_trip(home: Path, tmp_path: Path, fake_model: FakeEmbed
     assert run(home, "corpus", "list").stdout.startswith("The corpus is empty")
 
 
-def test_corpus_add_invalidates_cached_corpus_results(
-    home: Path, tmp_path: Path, fake_model: FakeEmbedder
-) -> None:
+def test_corpus_add_invalidates_cached_corpus_results(home: Path, tmp_path: Path, fake_model: FakeEmbedder) -> None:
     note = tmp_path / "n.md"
     note.write_text("Old text about volcanoes.")
     run(home, "corpus", "add", str(note))

@@ -38,9 +38,7 @@ def test_doctor_all_ok_with_network_blocked(home, no_network):
 
 def test_doctor_reports_failure_with_fix_and_exit_1(home, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_DISABLE_VEC", "1")
-    result = runner.invoke(
-        app, ["--home", str(home), "doctor", "--skip", "embedding-model", "--skip", "llm"]
-    )
+    result = runner.invoke(app, ["--home", str(home), "doctor", "--skip", "embedding-model", "--skip", "llm"])
     assert result.exit_code == 1
     assert "FAIL sqlite-vec" in result.stdout
     assert "fix: pip install sqlite-vec" in result.stdout

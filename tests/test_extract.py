@@ -69,9 +69,7 @@ def test_unsupported_facts_are_rejected_with_a_reason(fact, reason):
 
 
 def test_fact_cannot_stitch_words_from_far_apart_sentences():
-    source = (
-        "Alice founded Acme in Berlin. " + "Filler sentence about weather today. " * 5 + "Bob sold bicycles."
-    )
+    source = "Alice founded Acme in Berlin. " + "Filler sentence about weather today. " * 5 + "Bob sold bicycles."
     assert not is_grounded("Alice sold bicycles at Acme in Berlin.", source)
 
 
@@ -203,9 +201,7 @@ def test_repeated_model_facts_are_deduplicated():
 
 
 def test_model_category_is_kept_when_known_unless_a_strong_cue_decides():
-    model = FakeChatModel(
-        [_facts(("Marie Curie won the Nobel Prize in Physics in 1903.", "Market Data", 0.7))]
-    )
+    model = FakeChatModel([_facts(("Marie Curie won the Nobel Prize in Physics in 1903.", "Market Data", 0.7))])
     assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "market_data"
     model = FakeChatModel([_facts(("Marie Curie was born in Warsaw in 1867.", "product_info", 0.7))])
     assert extract_facts(SOURCE, URL, model=model, max_facts=1).facts[0].category == "historical"

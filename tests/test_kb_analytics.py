@@ -79,9 +79,7 @@ def test_stats_counts(kb):
 
 
 def test_export_formats_and_import_of_minimal_lines(kb, tmp_path):
-    old = kb.add_facts(
-        [Fact("Version 2 of the protocol adds compression", "https://p.example")], now=NOW
-    ).added[0]
+    old = kb.add_facts([Fact("Version 2 of the protocol adds compression", "https://p.example")], now=NOW).added[0]
     kb.supersede(old, Fact("Version 2.1 of the protocol adds compression", "https://q.example"), now=NOW)
     for fmt in ("jsonl", "csv", "parquet"):
         assert kb.export(tmp_path / f"out.{fmt}", fmt) == 2
@@ -135,11 +133,7 @@ _record = st.fixed_dictionaries(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    records=st.lists(
-        _record, min_size=1, max_size=6, unique_by=lambda r: " ".join(r["fact"].casefold().split())
-    )
-)
+@given(records=st.lists(_record, min_size=1, max_size=6, unique_by=lambda r: " ".join(r["fact"].casefold().split())))
 def test_import_export_round_trip_preserves_every_field(records):
     from deepresearch.facts import new_id
 
@@ -156,17 +150,13 @@ def test_import_export_round_trip_preserves_every_field(records):
         result = kb.import_jsonl(src, now=NOW)
         assert not result.rejected and len(result.added) == len(records)
         kb.export(tmp / "out.jsonl", "jsonl")
-        back = [
-            json.loads(line) for line in (tmp / "out.jsonl").read_text(encoding="utf-8").split("\n") if line
-        ]
+        back = [json.loads(line) for line in (tmp / "out.jsonl").read_text(encoding="utf-8").split("\n") if line]
         assert sorted(back, key=lambda r: r["id"]) == sorted(
             ({k: r[k] for k in FIELDS} for r in records), key=lambda r: r["id"]
         )
         again = _kb(tmp / "b.db")
         again.import_jsonl(tmp / "out.jsonl", now=NOW)
         again.export(tmp / "again.jsonl", "jsonl")
-        assert (tmp / "again.jsonl").read_text(encoding="utf-8") == (tmp / "out.jsonl").read_text(
-            encoding="utf-8"
-        )
+        assert (tmp / "again.jsonl").read_text(encoding="utf-8") == (tmp / "out.jsonl").read_text(encoding="utf-8")
         kb.conn.close()
         again.conn.close()

@@ -90,10 +90,7 @@ def test_query_filters_and_invalid_mode(home, fake_model):
         result = kb(home, "query", "chip revenue", *args, "--json")
         assert result.exit_code == 0, (args, result.output)
         assert len(json.loads(result.stdout)["hits"]) == 1
-    assert (
-        json.loads(kb(home, "query", "chip revenue", "--min-confidence", "0.9", "--json").stdout)["hits"]
-        == []
-    )
+    assert json.loads(kb(home, "query", "chip revenue", "--min-confidence", "0.9", "--json").stdout)["hits"] == []
     assert kb(home, "query", "chip revenue", "--min-confidence", "2").exit_code == 2
     empty = kb(home, "query", "chip revenue", "--category", "historical")
     assert empty.exit_code == 0 and "no facts found" in empty.stderr
@@ -104,9 +101,7 @@ def test_degraded_query_prints_warning(home, fake_model, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_DISABLE_VEC", "1")
     result = kb(home, "query", "keyword search")
     assert result.exit_code == 0
-    assert result.stderr.startswith(
-        "Warning: keyword search only, not semantic recall: sqlite-vec is not available"
-    )
+    assert result.stderr.startswith("Warning: keyword search only, not semantic recall: sqlite-vec is not available")
     assert "Keyword search still finds" in result.stdout
     data = json.loads(kb(home, "query", "keyword search", "--json").stdout)
     assert data["degraded"] is True and "sqlite-vec" in data["reason"] and len(data["hits"]) == 1

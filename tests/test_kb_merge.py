@@ -43,9 +43,7 @@ def real_kb(tmp_path, real_embedder):
 
 def _digest(path) -> str:
     """The database file and its WAL (the -shm file is a shared-memory index that readers touch)."""
-    return "".join(
-        hashlib.sha256(p.read_bytes()).hexdigest() for p in (path, path.with_name(path.name + "-wal"))
-    )
+    return "".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in (path, path.with_name(path.name + "-wal")))
 
 
 # --- fusion logic ------------------------------------------------------------------------
@@ -55,9 +53,7 @@ def test_mechanical_merge_keeps_every_old_detail():
     assert mechanical_merge(OLD_CAT, NEW_CAT) == "The cat is 3 years old and very clingy."
     # an added clause next to an old one: both kept
     assert (
-        mechanical_merge(
-            "Apple was founded in 1976 in Cupertino.", "Apple was founded in 1976 by Steve Jobs."
-        )
+        mechanical_merge("Apple was founded in 1976 in Cupertino.", "Apple was founded in 1976 by Steve Jobs.")
         == "Apple was founded in 1976 by Steve Jobs in Cupertino."
     )
     # reordered paraphrase that adds nothing: the richer old text stays
@@ -79,10 +75,7 @@ def test_fusion_problem_and_relation():
     )
     assert relation(older, newer)[0] == "update"
     assert relation(older, Fact(NEW_CAT, "https://b.example", verified_at=T0))[0] == "contradiction"
-    assert (
-        relation(older, Fact("The cat is 2 years old and clingy.", "https://c", verified_at=T0))[0]
-        == "duplicate"
-    )
+    assert relation(older, Fact("The cat is 2 years old and clingy.", "https://c", verified_at=T0))[0] == "duplicate"
     py12 = Fact("Python 3.12 was released in October 2023.", "https://p", verified_at=T0)
     py13 = Fact("Python 3.13 was released in October 2024.", "https://q", verified_at=T1)
     assert relation(py12, py13)[0] == "distinct"
@@ -165,24 +158,18 @@ def test_near_duplicate_with_real_embedder_merges_and_keeps_history(real_kb):
     hits = real_kb.query("where does SQLite keep its data", mode="off", now=T1).hits
     assert [h.id for h in hits] == [new_id]  # the superseded row is never recalled
     # unrelated facts do not merge
-    other = real_kb.add_facts(
-        [Fact("Bananas are rich in potassium and vitamin B6.", "https://f.example")], now=T1
-    )
+    other = real_kb.add_facts([Fact("Bananas are rich in potassium and vitamin B6.", "https://f.example")], now=T1)
     assert len(other.added) == 1 and other.merged == []
     # different years: two claims about different times, both kept
     real_kb.add_facts([Fact("Python 3.12 was released in October 2023.", "https://py.example/12")], now=T0)
-    py = real_kb.add_facts(
-        [Fact("Python 3.13 was released in October 2024.", "https://py.example/13")], now=T1
-    )
+    py = real_kb.add_facts([Fact("Python 3.13 was released in October 2024.", "https://py.example/13")], now=T1)
     assert len(py.added) == 1 and py.merged == [] and py.flagged == []
     assert real_kb.check() == []
 
 
 def test_contradiction_is_kept_side_by_side_and_flagged(real_kb):
     first = real_kb.add_facts([Fact(TOWER, "https://a.example")], now=T0).added[0]
-    result = real_kb.add_facts(
-        [Fact("The Eiffel Tower in Paris is 300 metres tall.", "https://b.example")], now=T0
-    )
+    result = real_kb.add_facts([Fact("The Eiffel Tower in Paris is 300 metres tall.", "https://b.example")], now=T0)
     assert len(result.added) == 1 and result.merged == []
     second = result.added[0]
     assert result.flagged[0][:2] == (second, first)
@@ -204,9 +191,7 @@ def test_conflicts_cli(home, real_embedder):
     ws = Workspace.open(home)
     kb = KnowledgeBase.from_workspace(ws)
     first = kb.add_facts([Fact(TOWER, "https://a.example")], now=T0).added[0]
-    second = kb.add_facts(
-        [Fact("The Eiffel Tower in Paris is 300 metres tall.", "https://b.example")], now=T0
-    ).added[0]
+    second = kb.add_facts([Fact("The Eiffel Tower in Paris is 300 metres tall.", "https://b.example")], now=T0).added[0]
     ws.close()
     runner = CliRunner()
     data = json.loads(runner.invoke(app, ["--home", str(home), "kb", "conflicts", "--json"]).stdout)
@@ -280,9 +265,7 @@ def test_compress_cli(home, real_embedder):
     text = runner.invoke(app, ["--home", str(home), "kb", "compress", "--no-model"])
     assert text.exit_code == 0, text.output
     assert "merged 1" in text.stdout and SQLITE_A in text.stdout and "→" in text.stdout
-    again = json.loads(
-        runner.invoke(app, ["--home", str(home), "kb", "compress", "--json", "--no-model"]).stdout
-    )
+    again = json.loads(runner.invoke(app, ["--home", str(home), "kb", "compress", "--json", "--no-model"]).stdout)
     assert again["merges"] == [] and again["facts"] == 2
     assert db.exists() and ids
 

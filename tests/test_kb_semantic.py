@@ -32,8 +32,7 @@ def kb(tmp_path_factory, real_embedder):
     conn = connect(tmp_path_factory.mktemp("semantic") / "kb.db")
     store = KnowledgeBase(conn, real_embedder, KBConfig())
     facts = [
-        Fact(t, f"https://chips.example/{i}", category="market_data", created_at=NOW - DAY)
-        for i, t in enumerate(CHIPS)
+        Fact(t, f"https://chips.example/{i}", category="market_data", created_at=NOW - DAY) for i, t in enumerate(CHIPS)
     ]
     facts += [
         Fact(t, f"https://other.example/{i}", category="historical", created_at=NOW - DAY)

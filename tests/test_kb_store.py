@@ -46,9 +46,7 @@ def test_add_rejects_reconfirms_normalizes(kb):
             Fact("tiny", "https://a.example/2"),
             Fact("   ", "https://a.example/3"),
             Fact("A fact without any real source url", "source-1"),
-            Fact(
-                "nvidia  shipped 3.7 million data-center GPUs in 2023", "https://b.example/1", confidence=0.4
-            ),
+            Fact("nvidia  shipped 3.7 million data-center GPUs in 2023", "https://b.example/1", confidence=0.4),
             Fact(
                 "Some claim with an odd category label",
                 "https://c.example/1",
@@ -92,12 +90,8 @@ def test_reconfirm_refreshes_verified_at_keeps_max_confidence_and_reactivates(kb
 
 
 def test_supersede_keeps_provenance_and_history(kb):
-    old = kb.add_facts(
-        [Fact("The cat is 2 years old and very clingy", "https://pets.example/a")], now=NOW
-    ).added[0]
-    new = kb.supersede(
-        old, Fact("The cat is 3 years old and very clingy", "https://pets.example/b"), now=NOW + DAY
-    )
+    old = kb.add_facts([Fact("The cat is 2 years old and very clingy", "https://pets.example/a")], now=NOW).added[0]
+    new = kb.supersede(old, Fact("The cat is 3 years old and very clingy", "https://pets.example/b"), now=NOW + DAY)
     old_fact, new_fact = kb.get(old), kb.get(new)
     assert old_fact.status == "superseded" and old_fact.superseded_by == new
     assert new_fact.sources == ["https://pets.example/a", "https://pets.example/b"]
@@ -157,8 +151,7 @@ def test_filters_run_inside_the_search_so_stale_facts_never_crowd_out(kb):
         for i in range(40)
     ]
     fresh = [
-        Fact(f"Fresh note {i} about GPU demand", f"https://new.example/{i}", category="market_data")
-        for i in range(3)
+        Fact(f"Fresh note {i} about GPU demand", f"https://new.example/{i}", category="market_data") for i in range(3)
     ]
     kb.add_facts(stale + fresh, now=NOW)
     hits = kb.query("GPU shipments", top_k=3, mode="lifecycle", now=NOW).hits
@@ -265,9 +258,7 @@ def test_degraded_when_model_cannot_load_and_loaded_lazily(kb):
 
 
 def test_check_reports_disagreement(kb):
-    fid = kb.add_facts([Fact("Check finds a vector that went missing", "https://a.example")], now=NOW).added[
-        0
-    ]
+    fid = kb.add_facts([Fact("Check finds a vector that went missing", "https://a.example")], now=NOW).added[0]
     kb.conn.execute("delete from fact_vec")
     kb.conn.execute("delete from fact_sources")
     problems = kb.check()

@@ -134,9 +134,7 @@ def test_sweep_while_another_process_inserts(kb, tmp_path):
     deadline = time.monotonic() + 120
 
     def written() -> int:
-        return kb.conn.execute(
-            "select count(*) from facts where source_url like 'https://w.example/%'"
-        ).fetchone()[0]
+        return kb.conn.execute("select count(*) from facts where source_url like 'https://w.example/%'").fetchone()[0]
 
     while written() == 0 and writer.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -72,9 +72,7 @@ def _remote_ids(client, collection):
 def test_push_then_pull_round_trips_facts(uri, open_kb):
     source = open_kb("a")
     added = source.add_facts(_facts(), now=T0).added
-    source.add_facts(
-        [Fact(_facts()[1].fact, "https://example.org/second-source", confidence=0.5)], now=T0 + 60
-    )
+    source.add_facts([Fact(_facts()[1].fact, "https://example.org/second-source", confidence=0.5)], now=T0 + 60)
     report = sync_milvus(source, uri, "round_trip", now=T0 + 120)
     assert (report.pushed, report.deleted, report.created, report.remote_dimension) == (4, 0, True, 384)
 
@@ -125,9 +123,7 @@ def test_pull_reconfirms_duplicates_and_keeps_local_supersessions(uri, open_kb):
     # same text under another id here: the pull reconfirms it and adds the remote source
     local = target.add_facts([Fact(_facts()[2].fact, "https://mirror.example/tsmc", category="historical")],
                              now=T0 - DAY).added[0]  # fmt: skip
-    old = target.add_facts(
-        [Fact(_facts()[0].fact, "https://example.com/gpu", category="market_data")], now=T0
-    ).added
+    old = target.add_facts([Fact(_facts()[0].fact, "https://example.com/gpu", category="market_data")], now=T0).added
     report = sync_milvus(target, uri, "pull_rules", direction="pull", now=T0 + 60)
     assert (report.pulled, report.reconfirmed) == (2, 2)
     assert set(target.get(local).sources) == {"https://mirror.example/tsmc", "https://example.com/tsmc"}
@@ -208,10 +204,7 @@ def test_dimension_or_model_mismatch_fails_before_writing(uri, open_kb, client):
         sync_milvus(other, uri, "dims", now=T0)
     assert len(_remote_ids(client, "dims")) == 1
     for refused in (kb, other):  # no watermark: the next push after a fix sends everything
-        assert (
-            refused.conn.execute("select count(*) from meta where key like 'sync.milvus:%'").fetchone()[0]
-            == 0
-        )
+        assert refused.conn.execute("select count(*) from meta where key like 'sync.milvus:%'").fetchone()[0] == 0
 
 
 def test_push_from_a_bare_connection_and_foreign_collections(uri, open_kb, client):
@@ -281,9 +274,7 @@ def test_transient_errors_are_retried_with_backoff(uri, open_kb):
     assert sleeps == [0.5, 0.5, 1.0]  # connect once; upsert twice (0.5 then 1.0)
 
     def broken(u):
-        return Flaky(
-            MilvusClient(uri=u), {"has_collection": [MilvusException(code=1100, message="bad request")]}
-        )
+        return Flaky(MilvusClient(uri=u), {"has_collection": [MilvusException(code=1100, message="bad request")]})
 
     sleeps.clear()
     with pytest.raises(SearchError, match=r"Milvus at .*milvus\.db failed \(has_collection\): bad request"):

@@ -97,9 +97,7 @@ def test_extract_with_the_real_model_and_store_into_the_kb(runner, home, tmp_pat
 
     doc = tmp_path / "notes.md"
     doc.write_text(NOTES, encoding="utf-8")
-    result = _run(
-        runner, home, "extract", str(doc), "--store", "--json", "--max-facts", "2", "--topic", "Curie"
-    )
+    result = _run(runner, home, "extract", str(doc), "--store", "--json", "--max-facts", "2", "--topic", "Curie")
     assert result.exit_code == 0, result.output
     facts = json.loads(result.stdout)
     assert facts and all(f["source_url"] == doc.absolute().as_uri() for f in facts)

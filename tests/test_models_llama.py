@@ -92,9 +92,7 @@ def test_fallback_templates_render_system_and_turns():
         {"role": "assistant", "content": "Hello"},
         {"role": "user", "content": "Bye"},
     ]
-    gemma = Jinja2ChatFormatter(GEMMA_FALLBACK_TEMPLATE, eos_token="<eos>", bos_token="<bos>")(
-        messages=messages
-    )
+    gemma = Jinja2ChatFormatter(GEMMA_FALLBACK_TEMPLATE, eos_token="<eos>", bos_token="<bos>")(messages=messages)
     assert gemma.prompt == (
         "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
         "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"

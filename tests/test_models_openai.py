@@ -20,9 +20,7 @@ def _chat_body(content: str, model: str = "served-model") -> dict[str, Any]:
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
     }
 
@@ -47,9 +45,7 @@ class FakeOpenAIServer:
                         "body": json.loads(raw) if raw else None,
                     }
                 )
-                status, body, headers = (
-                    server.script.pop(0) if server.script else (500, {"error": "no script"}, {})
-                )
+                status, body, headers = server.script.pop(0) if server.script else (500, {"error": "no script"}, {})
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -67,9 +63,7 @@ class FakeOpenAIServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def close(self) -> None:
@@ -127,9 +121,7 @@ def test_schema_request_sends_json_schema_and_parses(server, sleeps):
 def test_schema_mode_for_servers_without_json_schema(server, sleeps, mode, expected):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     server.script.append((200, _chat_body('Here: {"n": 4}'), {}))
-    out = _model(server, sleeps, schema_mode=mode).complete(
-        [{"role": "user", "content": "2+2"}], schema=schema
-    )
+    out = _model(server, sleeps, schema_mode=mode).complete([{"role": "user", "content": "2+2"}], schema=schema)
     assert out.data == {"n": 4}
     sent = server.requests[0]["body"].get("response_format")
     assert (sent or {}).get("type") == expected
@@ -143,9 +135,7 @@ def test_429_then_success_backs_off_and_honours_retry_after(server, sleeps):
         (503, {"error": "busy"}, {}),
         (200, _chat_body("ok"), {}),
     ]
-    out = _model(server, sleeps, max_retries=3, backoff_seconds=0.5).complete(
-        [{"role": "user", "content": "hi"}]
-    )
+    out = _model(server, sleeps, max_retries=3, backoff_seconds=0.5).complete([{"role": "user", "content": "hi"}])
     assert out.text == "ok"
     assert len(server.requests) == 3
     assert sleeps == [2.0, 1.0]  # Retry-After wins, then 0.5 × 2^1
@@ -154,9 +144,7 @@ def test_429_then_success_backs_off_and_honours_retry_after(server, sleeps):
 def test_500_exhaustion_raises_after_all_retries(server, sleeps):
     server.script += [(500, {"error": {"message": "boom"}}, {})] * 3
     with pytest.raises(ModelError, match=r"failed after 3 attempts \(HTTP 500: boom\)"):
-        _model(server, sleeps, max_retries=2, backoff_seconds=0.25).complete(
-            [{"role": "user", "content": "hi"}]
-        )
+        _model(server, sleeps, max_retries=2, backoff_seconds=0.25).complete([{"role": "user", "content": "hi"}])
     assert len(server.requests) == 3
     assert sleeps == [0.25, 0.5]
 

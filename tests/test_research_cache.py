@@ -13,12 +13,8 @@ QUERY = "sqlite wal readers"
 
 def _run(ws, embedder, backend):  # type: ignore[no-untyped-def]
     deps = make_deps(ws, embedder, RoutedChatModel(plan={"rationale": "r", "queries": [QUERY]}), backend)
-    deps.cover_similarity = (
-        2.0  # never skip the search because the KB covers it: this test is about the cache
-    )
-    return run_research(
-        ws, QUERY, RunOptions(loops=1, queries=1), deps=deps
-    ), deps
+    deps.cover_similarity = 2.0  # never skip the search because the KB covers it: this test is about the cache
+    return run_research(ws, QUERY, RunOptions(loops=1, queries=1), deps=deps), deps
 
 
 def test_superseded_fact_evicts_the_cached_result_that_produced_it(workspace, fake_embedder):
@@ -33,9 +29,7 @@ def test_superseded_fact_evicts_the_cached_result_that_produced_it(workspace, fa
     assert backend.calls == [QUERY] and second.counters["cache_hits"] == 1
 
     old = deps.kb.get(produced[0])
-    new_id = deps.kb.supersede(
-        old.id, Fact(old.fact + " (corrected in 2026)", old.source_url), reason="correct"
-    )
+    new_id = deps.kb.supersede(old.id, Fact(old.fact + " (corrected in 2026)", old.source_url), reason="correct")
     assert deps.kb.get(old.id).status == "superseded"
 
     third, _ = _run(workspace, fake_embedder, backend)  # the KB wins: the stale cached result is evicted

@@ -48,9 +48,7 @@ def test_resume_of_an_unknown_run_names_the_fix(home):
 
 def test_resume_warns_that_new_options_are_ignored(home, fake_embedder):
     first, _ = _populate(home, fake_embedder)
-    result = runner.invoke(
-        app, ["--home", str(home), "research", "--resume", first, "--loops", "5", "--json"]
-    )
+    result = runner.invoke(app, ["--home", str(home), "research", "--resume", first, "--loops", "5", "--json"])
     assert result.exit_code == 0, result.output
     assert "Warning: --resume continues a run with its saved question and options" in result.stderr
     assert json.loads(result.stdout)["run_id"] == first  # a finished run: its saved result, nothing redone
@@ -65,10 +63,7 @@ def test_runs_list_show_search(home, fake_embedder):
     first, second = _populate(home, fake_embedder)
     listed = runner.invoke(app, ["--home", str(home), "runs", "list"])
     assert listed.exit_code == 0
-    lines = [
-        ULID.sub("<ID>", re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "<WHEN>", ln))
-        for ln in listed.stdout.splitlines()
-    ]
+    lines = [ULID.sub("<ID>", re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "<WHEN>", ln)) for ln in listed.stdout.splitlines()]
     assert [re.sub(r"\s+", " ", ln) for ln in lines] == [
         "<ID> <WHEN> done no-progress FTS5 的 trigram tokenizer",
         "<ID> <WHEN> done sufficient How does SQLite WAL mode work?",
@@ -86,9 +81,7 @@ def test_runs_list_show_search(home, fake_embedder):
 
 
 @pytest.mark.slow
-def test_end_to_end_with_the_real_models_on_the_sample_corpus(
-    home, tmp_path, monkeypatch, real_llm, real_embedder
-):
+def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, monkeypatch, real_llm, real_embedder):
     # Small on purpose: 2 documents, 1 loop, 2 queries, 2 results each, short generations.
     monkeypatch.setenv("DEEPRESEARCH__RESEARCH__MAX_TOKENS", "48")
     monkeypatch.setenv("DEEPRESEARCH__SEARCH__RESULTS_PER_QUERY", "2")

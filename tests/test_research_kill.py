@@ -51,9 +51,7 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
 
     ws = Workspace.open(home)
     try:
-        Corpus(ws.db, real_embedder, ws.config.search.corpus).add_paths(
-            [CORPUS / "sqlite-wal.md", CORPUS / "fts5.md"]
-        )
+        Corpus(ws.db, real_embedder, ws.config.search.corpus).add_paths([CORPUS / "sqlite-wal.md", CORPUS / "fts5.md"])
     finally:
         ws.close()
     env = {
@@ -87,17 +85,12 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert (
-        result["run_id"] == run_id and result["loops"] == 1 and result["report"].startswith(f"# {QUESTION}")
-    )
+    assert result["run_id"] == run_id and result["loops"] == 1 and result["report"].startswith(f"# {QUESTION}")
 
     conn = connect(home / "deepresearch.db")
     try:
         assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
-        steps = [
-            r[0]
-            for r in conn.execute("select step from research_steps where run_id = ? order by seq", (run_id,))
-        ]
+        steps = [r[0] for r in conn.execute("select step from research_steps where run_id = ? order by seq", (run_id,))]
         assert steps == [
             "recall",
             "plan",
@@ -107,9 +100,7 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
             "reflect",
             "report",
         ]  # nothing redone
-        assert (
-            conn.execute("select status from research_runs where id = ?", (run_id,)).fetchone()[0] == "done"
-        )
+        assert conn.execute("select status from research_runs where id = ?", (run_id,)).fetchone()[0] == "done"
     finally:
         conn.close()
     check = CliRunner().invoke(app, ["--home", str(home), "kb", "check"])

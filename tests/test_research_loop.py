@@ -100,9 +100,7 @@ def test_kb_first_second_topic_searches_less_and_sees_known_facts(workspace, fak
     cold_ws = Workspace.open(tmp_path / "cold")
     cold = ListBackend()
     try:
-        run_research(
-            cold_ws, topic_b, RunOptions(loops=1), deps=make_deps(cold_ws, fake_embedder, backend=cold)
-        )
+        run_research(cold_ws, topic_b, RunOptions(loops=1), deps=make_deps(cold_ws, fake_embedder, backend=cold))
     finally:
         cold_ws.close()
     assert len(warm.calls) < len(cold.calls)
@@ -191,9 +189,7 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
 
     backend = ListBackend()
     with pytest.raises(KeyboardInterrupt):
-        run_research(
-            workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, Boom(), backend)
-        )
+        run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, Boom(), backend))
     store = RunStore(workspace.db)
     (run,) = store.recent()
     assert run.status == "running" and run.step == "reflect"
@@ -209,9 +205,7 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
 
 def test_runs_list_show_search(workspace, fake_embedder):
     a = run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))
-    b = run_research(
-        workspace, "sqlite-vec 向量 search", RunOptions(loops=1), deps=make_deps(workspace, fake_embedder)
-    )
+    b = run_research(workspace, "sqlite-vec 向量 search", RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))
     store = RunStore(workspace.db)
     assert [r.id for r in store.recent()] == [b.run_id, a.run_id]
     assert [r.id for r in store.search("向量")] == [b.run_id]
@@ -253,16 +247,11 @@ def test_fast_changing_known_facts_are_rechecked_not_trusted(workspace, fake_emb
         ],
         now=time.time() - 3 * 86400,
     )
-    result = run_research(
-        workspace, "sqlite-vec vectors in vec0 tables", RunOptions(loops=1, queries=3), deps=deps
-    )
+    result = run_research(workspace, "sqlite-vec vectors in vec0 tables", RunOptions(loops=1, queries=3), deps=deps)
     state = RunStore(workspace.db).load_state(result.run_id)
     # The fresh technology fact covers the topic; the market_data fact is re-verified by a search.
     assert state.queries_done == [price]
-    assert (
-        "## From the knowledge base" in result.report
-        and "https://pypi.org/project/sqlite-vec/" in result.report
-    )
+    assert "## From the knowledge base" in result.report and "https://pypi.org/project/sqlite-vec/" in result.report
 
 
 def test_a_failing_search_backend_is_reported_and_the_run_still_finishes(workspace, fake_embedder):
@@ -271,9 +260,7 @@ def test_a_failing_search_backend_is_reported_and_the_run_still_finishes(workspa
     class DownBackend(ListBackend):
         def search(self, query, count):
             self.calls.append(query)
-            raise SearchError(
-                "SearXNG at http://127.0.0.1:9 is unreachable — start it or use --backend corpus"
-            )
+            raise SearchError("SearXNG at http://127.0.0.1:9 is unreachable — start it or use --backend corpus")
 
     events = []
     deps = make_deps(workspace, fake_embedder, RoutedChatModel(), DownBackend())
@@ -284,9 +271,7 @@ def test_a_failing_search_backend_is_reported_and_the_run_still_finishes(workspa
         deps=deps,
         progress=lambda event, **info: events.append((event, info)),
     )
-    failed = [
-        info for event, info in events if event == "search" and "search failed" in info.get("skipped", "")
-    ]
+    failed = [info for event, info in events if event == "search" and "search failed" in info.get("skipped", "")]
     assert failed and "unreachable" in failed[0]["skipped"]
     assert result.stop_reason == "no-progress"
     assert RunStore(workspace.db).get(result.run_id).status == "done"

@@ -33,9 +33,7 @@ def test_grounded_rewrite_accepts_only_complete_supported_cited_sentences():
     ]
     assert grounded_rewrite("Readers continue while a writer appends [S3].", EVIDENCE) is None  # unknown id
     assert grounded_rewrite("Readers continue while a writer appends.", EVIDENCE) is None  # no citation
-    assert (
-        grounded_rewrite("Penguins manage the database file [S2].", EVIDENCE) is None
-    )  # not in the evidence
+    assert grounded_rewrite("Penguins manage the database file [S2].", EVIDENCE) is None  # not in the evidence
     assert grounded_rewrite("A checkpoint copies pages from the [S2]", EVIDENCE) is None  # cut by max_tokens
     assert grounded_rewrite(None, EVIDENCE) is None
 
@@ -51,18 +49,11 @@ def test_clean_queries_drops_repeats_junk_and_ungrounded():
         "x" * 200,
         "penguin migration routes wal",
     ]
-    assert clean_queries(raw, ["wal readers"], 5, "How do SQLite WAL checkpoints work?") == [
-        "SQLite WAL checkpoint"
-    ]
+    assert clean_queries(raw, ["wal readers"], 5, "How do SQLite WAL checkpoints work?") == ["SQLite WAL checkpoint"]
 
 
 def test_missing_words_matches_word_forms():
-    assert (
-        missing_words(
-            "When does SQLite copy WAL pages?", "A checkpoint copies the pages of the WAL in SQLite"
-        )
-        == []
-    )
+    assert missing_words("When does SQLite copy WAL pages?", "A checkpoint copies the pages of the WAL in SQLite") == []
     assert missing_words("How do FTS5 trigram tokenizers work?", "FTS5 ranks with BM25") == [
         "trigram",
         "tokenizers",
@@ -70,9 +61,7 @@ def test_missing_words_matches_word_forms():
 
 
 def test_known_facts_wording_per_lifecycle_mode():
-    known = [
-        Known("1", "GGUF replaced GGML in August 2023.", ["file:///docs/gguf.md"], "historical", 0.7, 40.0)
-    ]
+    known = [Known("1", "GGUF replaced GGML in August 2023.", ["file:///docs/gguf.md"], "historical", 0.7, 40.0)]
     text, note = prompts.render_known(known, "off", age_tag)
     assert text == "- [K1] GGUF replaced GGML in August 2023. (historical, confidence 0.70, source gguf.md)"
     assert note == "Do not search these again."
@@ -96,9 +85,7 @@ def test_bridge_queries_follow_names_the_findings_add():
     from deepresearch.research.state import Summary
     from deepresearch.research.steps import bridge_queries
 
-    state = ResearchState(
-        "r", "Who directed the film that was shot in or around Leland, North Carolina?", RunOptions()
-    )
+    state = ResearchState("r", "Who directed the film that was shot in or around Leland, North Carolina?", RunOptions())
     state.summaries = [
         Summary(
             "q",

@@ -125,9 +125,7 @@ def test_missing_zim_file_is_one_clear_message(zim_file: Path, tmp_path: Path) -
 
 def test_zim_cli_search(zim_file: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEEPRESEARCH__SEARCH__ZIM__FILES", json.dumps([str(zim_file)]))
-    result = CliRunner().invoke(
-        app, ["--home", str(home), "search", "satellite", "--backend", "zim", "--json"]
-    )
+    result = CliRunner().invoke(app, ["--home", str(home), "search", "satellite", "--backend", "zim", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["backend"] == "zim" and data["cache_hit"] is False

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
 
 
-def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None) -> "Workspace":
+def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None) -> Workspace:
     """The workspace chosen by the global --home/--config options plus command flag overrides."""
     from deepresearch.workspace import Workspace
 

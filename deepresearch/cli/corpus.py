@@ -53,22 +53,12 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
 @app.command("add")
 def add(
     ctx: typer.Context,
-    paths: List[Path] = typer.Argument(
-        ..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl)."
-    ),
-    glob: Optional[str] = typer.Option(
-        None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'."
-    ),
+    paths: List[Path] = typer.Argument(..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl)."),
+    glob: Optional[str] = typer.Option(None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'."),
     text_col: Optional[str] = typer.Option(None, "--text-col", help="Tabular files: column with the text."),
-    title_col: Optional[str] = typer.Option(
-        None, "--title-col", help="Tabular files: column with the title."
-    ),
-    url_col: Optional[str] = typer.Option(
-        None, "--url-col", help="Tabular files: column with the source URL."
-    ),
-    id_col: Optional[str] = typer.Option(
-        None, "--id-col", help="Tabular files: column with a stable row id."
-    ),
+    title_col: Optional[str] = typer.Option(None, "--title-col", help="Tabular files: column with the title."),
+    url_col: Optional[str] = typer.Option(None, "--url-col", help="Tabular files: column with the source URL."),
+    id_col: Optional[str] = typer.Option(None, "--id-col", help="Tabular files: column with a stable row id."),
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
 ) -> None:
     """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced)."""
@@ -102,9 +92,7 @@ def add(
 
 
 @app.command("list")
-def list_sources(
-    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List ingested files with their document and chunk counts."""
     from deepresearch.search.corpus import Corpus
 
@@ -169,9 +157,7 @@ def remove(
 def search(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
-    backend: Optional[str] = typer.Option(
-        None, "--backend", "-b", help="corpus | zim | searxng (default: config)."
-    ),
+    backend: Optional[str] = typer.Option(None, "--backend", "-b", help="corpus | zim | searxng (default: config)."),
     count: Optional[int] = typer.Option(None, "--count", "-n", min=1, help="Results (default: config)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
@@ -194,9 +180,7 @@ def search(
 
 
 @cache_app.command("stats")
-def cache_stats(
-    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def cache_stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show cache entries, size on disk, hits and misses."""
     from deepresearch.search.cache import SearchCache
 
@@ -210,15 +194,11 @@ def cache_stats(
     lookups = stats["hits"] + stats["misses"]
     rate = f"{100 * stats['hits'] / lookups:.0f}%" if lookups else "n/a"
     typer.echo(f"{stats['entries']} entries, {stats['bytes']} bytes in {stats['directory']}")
-    typer.echo(
-        f"hits {stats['hits']}, misses {stats['misses']} (hit rate {rate}); TTL {stats['ttl_seconds']:g}s"
-    )
+    typer.echo(f"hits {stats['hits']}, misses {stats['misses']} (hit rate {rate}); TTL {stats['ttl_seconds']:g}s")
 
 
 @cache_app.command("clear")
-def cache_clear(
-    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def cache_clear(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Delete every cached search result and reset the counters."""
     from deepresearch.search.cache import SearchCache
 

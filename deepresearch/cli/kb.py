@@ -122,9 +122,7 @@ def _hit_json(hit: Any) -> dict[str, Any]:
 def query(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="What to recall (meaning, not exact words)."),
-    top_k: Optional[int] = typer.Option(
-        None, "--top-k", "-k", min=1, help="Facts to return (default: kb.top_k)."
-    ),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, help="Facts to return (default: kb.top_k)."),
     min_confidence: Optional[float] = typer.Option(
         None, "--min-confidence", min=0.0, max=1.0, help="Drop facts whose decayed confidence is lower."
     ),
@@ -166,8 +164,7 @@ def query(
     typer.echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
     for hit in recall.hits:
         typer.echo(
-            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14}"
-            f" {hit.category:<13} {hit.fact}"
+            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13} {hit.fact}"
         )
         typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]")
 
@@ -208,11 +205,7 @@ def history(
         return
     for e in events:
         when = datetime.fromtimestamp(e.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-        text = (
-            f"{e.old_text!r} → {e.new_text!r}"
-            if e.old_text and e.new_text
-            else repr(e.new_text or e.old_text or "")
-        )
+        text = f"{e.old_text!r} → {e.new_text!r}" if e.old_text and e.new_text else repr(e.new_text or e.old_text or "")
         detail = f"  ({e.detail})" if e.detail else ""
         typer.echo(f"{when}  {e.event:<10} {text}{detail}")
 

@@ -47,9 +47,7 @@ def milvus(
     ws = open_workspace(ctx)
     try:
         with sqlite_errors(ws.db_path):
-            report: Any = sync_milvus(
-                KnowledgeBase.from_workspace(ws), uri, collection, direction, dry_run, progress
-            )
+            report: Any = sync_milvus(KnowledgeBase.from_workspace(ws), uri, collection, direction, dry_run, progress)
     finally:
         ws.close()
     for message in report.warnings[:20]:

@@ -59,7 +59,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     home: Optional[Path] = typer.Option(
-        None, "--home", help="Workspace folder (default: $DEEPRESEARCH_HOME, else ./memory).", show_default=False
+        None,
+        "--home",
+        help="Workspace folder (default: $DEEPRESEARCH_HOME, else ./memory).",
+        show_default=False,
     ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="YAML config file (default: $DEEPRESEARCH_CONFIG, else <home>/config.yaml)."

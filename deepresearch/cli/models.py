@@ -11,9 +11,7 @@ from deepresearch.cli.common import echo_json, open_workspace, status, warn
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
 
-_MODEL_HELP = (
-    "GGUF file or shipped model name (smollm2-135m-instruct, gemma3-270m); overrides llm.model_path."
-)
+_MODEL_HELP = "GGUF file or shipped model name (smollm2-135m-instruct, gemma3-270m); overrides llm.model_path."
 
 
 def _size(size: Optional[int]) -> str:
@@ -36,9 +34,7 @@ def list_models(
     for row in rows:
         name = row["name"] + (" (default)" if row.get("default") else "")
         context = f"ctx {row['n_ctx']}" if row.get("n_ctx") else ""
-        typer.echo(
-            f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}"
-        )
+        typer.echo(f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
         typer.echo(f"{'':<34} {row['path'] or '-'}")
 
 
@@ -65,9 +61,7 @@ def ask(
     prompt: str = typer.Argument(..., help="The prompt."),
     system: Optional[str] = typer.Option(None, "--system", help="A system message."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Cap on generated tokens."),
-    temperature: Optional[float] = typer.Option(
-        None, "--temperature", min=0.0, max=2.0, help="Sampling temperature."
-    ),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, max=2.0, help="Sampling temperature."),
     model: Optional[str] = typer.Option(None, "--model", help=_MODEL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the answer with usage and timing as JSON."),
 ) -> None:
@@ -148,7 +142,4 @@ def extract(
         f"{result.methods.count('fallback')} fallback; {result.rejected} model proposals rejected)"
     )
     if stored:
-        status(
-            f"stored: {stored['added']} added, {stored['reconfirmed']} reconfirmed,"
-            f" {stored['rejected']} rejected"
-        )
+        status(f"stored: {stored['added']} added, {stored['reconfirmed']} reconfirmed, {stored['rejected']} rejected")

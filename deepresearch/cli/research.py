@@ -43,15 +43,11 @@ def _render(event: str, **info: Any) -> str | None:
     if event == "search":
         if info.get("skipped"):
             return f'{loop} search "{info["query"]}": skipped ({info["skipped"]})'
-        return (
-            f'{loop} search "{info["query"]}": {info["hits"]} hits, {info["new"]} new, cache {info["cache"]}'
-        )
+        return f'{loop} search "{info["query"]}": {info["hits"]} hits, {info["new"]} new, cache {info["cache"]}'
     if event == "summarize":
         return f'{loop} summarize "{info["query"]}": {info["sentences"]} sentences ({info["method"]})'
     if event == "extract":
-        return (
-            f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new ({info['method']})"
-        )
+        return f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new ({info['method']})"
     if event == "reflect":
         nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
         return f"{loop} reflect: {info['new_facts']} new facts, {info['new_sources']} new sources; {nxt}"
@@ -97,7 +93,17 @@ def research(
 
     if not resume and not (question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
-    given = (question, loops, queries, fresh, lifecycle, backend, budget, no_cache or None, no_kb_write or None)
+    given = (
+        question,
+        loops,
+        queries,
+        fresh,
+        lifecycle,
+        backend,
+        budget,
+        no_cache or None,
+        no_kb_write or None,
+    )
     if resume and any(f is not None for f in given):
         warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)

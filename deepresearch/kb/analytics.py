@@ -103,9 +103,7 @@ def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
     """Counts by category and status, age histogram, expiring within 7 days, confidence, top sources."""
     now = time.time() if now is None else now
     con = _duck(kb)
-    ages = " ".join(
-        f"when (? - verified_at) / 86400 < {limit} then '{label}'" for limit, label in AGE_BUCKETS[:-1]
-    )
+    ages = " ".join(f"when (? - verified_at) / 86400 < {limit} then '{label}'" for limit, label in AGE_BUCKETS[:-1])
     result: dict[str, Any] = {
         "total": con.execute("select count(*) from facts").fetchone()[0],
         "by_status": dict(con.execute("select status, count(*) from facts group by 1 order by 1").fetchall()),

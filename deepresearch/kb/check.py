@@ -51,28 +51,19 @@ def check(kb: KnowledgeBase) -> list[str]:
         return problems
     if dim is not None and int(dim) != vec_dimension(conn):
         problems.append(
-            f"meta says {dim}-d vectors but fact_vec holds {vec_dimension(conn)}-d"
-            " — run `deepresearch kb reembed`"
+            f"meta says {dim}-d vectors but fact_vec holds {vec_dimension(conn)}-d — run `deepresearch kb reembed`"
         )
     vec_rows = {
-        r[0]: r[1:]
-        for r in conn.execute("select rowid, category, status, verified_at, confidence from fact_vec")
+        r[0]: r[1:] for r in conn.execute("select rowid, category, status, verified_at, confidence from fact_vec")
     }
     fact_rows = {
-        r[0]: r[1:]
-        for r in conn.execute("select rid, category, status, verified_at, confidence, id from facts")
+        r[0]: r[1:] for r in conn.execute("select rid, category, status, verified_at, confidence, id from facts")
     }
     missing = [(fact_rows[r][4],) for r in fact_rows if r not in vec_rows]
     orphans = [(r,) for r in vec_rows if r not in fact_rows]
-    stale = [
-        (fact_rows[r][4],)
-        for r in fact_rows
-        if r in vec_rows and tuple(vec_rows[r]) != tuple(fact_rows[r][:4])
-    ]
+    stale = [(fact_rows[r][4],) for r in fact_rows if r in vec_rows and tuple(vec_rows[r]) != tuple(fact_rows[r][:4])]
     if missing:
-        problems.append(
-            f"{len(missing)} facts without a vector: {_ids(missing)} — run `deepresearch kb reembed`"
-        )
+        problems.append(f"{len(missing)} facts without a vector: {_ids(missing)} — run `deepresearch kb reembed`")
     if orphans:
         problems.append(
             f"{len(orphans)} vectors without a fact (rowids): {_ids(orphans)} — run `deepresearch kb reembed`"

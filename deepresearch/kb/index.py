@@ -112,9 +112,7 @@ def _passing(rows: list[tuple], category: str, flt: Filter) -> list[tuple[int, f
     verified = np.array([r[2] for r in rows], dtype=np.float64)
     raw = np.array([r[3] for r in rows], dtype=np.float64)
     decayed = raw * flt.decay_factor(category, (flt.now - verified) / 86400.0)
-    return [
-        (int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence
-    ]
+    return [(int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence]
 
 
 _BLAS: Any = None
@@ -268,9 +266,7 @@ class RamIndex:
         found.sort(key=lambda item: (-item[1], item[0]))
         return found[:k]
 
-    def _search_slices(
-        self, query: np.ndarray, flt: Filter, k: int, status_ok: np.ndarray
-    ) -> list[tuple[int, float]]:
+    def _search_slices(self, query: np.ndarray, flt: Filter, k: int, status_ok: np.ndarray) -> list[tuple[int, float]]:
         found: list[tuple[int, float]] = []
         for category, cutoff in flt.visibility.cutoffs(flt.now).items():
             start, end = self.blocks.get(category, (0, 0))

@@ -51,9 +51,7 @@ def expires_at(category: str, verified_at: float, config: KBConfig) -> float | N
     return None if ttl is None else verified_at + ttl * DAY
 
 
-def decayed_confidence(
-    raw: float, category: str, age_days: float, mode: str | None, config: KBConfig
-) -> float:
+def decayed_confidence(raw: float, category: str, age_days: float, mode: str | None, config: KBConfig) -> float:
     """raw × max(floor, e^(−λ·age)); 0 past the category TTL; unchanged in modes off/inform."""
     mode = effective_mode(mode, config)
     if mode in ("off", "inform"):

@@ -270,8 +270,7 @@ def merged_fact(members: list[Fact], text: str) -> Fact:
         created_at=0.0,
         verified_at=newest.verified_at,
         confidence=max(f.confidence for f in members),
-        research_topic=newest.research_topic
-        or next((f.research_topic for f in members if f.research_topic), ""),
+        research_topic=newest.research_topic or next((f.research_topic for f in members if f.research_topic), ""),
         sources=sources,
         status="active",
         superseded_by=None,
@@ -291,9 +290,7 @@ class Action:
     decision: Decision | None = None
 
 
-def neighbours(
-    kb: KnowledgeBase, matrix: np.ndarray, threshold: float, k: int = 3
-) -> list[list[tuple[int, float]]]:
+def neighbours(kb: KnowledgeBase, matrix: np.ndarray, threshold: float, k: int = 3) -> list[list[tuple[int, float]]]:
     """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
     import numpy as np
 
@@ -416,9 +413,7 @@ def clusters(kb: KnowledgeBase, threshold: float) -> tuple[list[list[Fact]], int
     from deepresearch.kb.index import one_blas_thread, read_all_vectors
     from deepresearch.kb.store import FACT_COLUMNS
 
-    rows = kb.conn.execute(
-        f"select {FACT_COLUMNS} from facts where status = 'active' order by rid"
-    ).fetchall()
+    rows = kb.conn.execute(f"select {FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
     facts = kb._facts_from_rows(rows)
     pos = {r[0]: i for i, r in enumerate(rows)}
     parent = list(range(len(facts)))

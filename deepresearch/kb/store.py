@@ -236,10 +236,7 @@ class KnowledgeBase:
                         batch_ids[n] = by_hash[digest] = merged_id
                         continue
                 existing = None
-                if (
-                    keep_identity
-                    and self.conn.execute("select 1 from facts where id = ?", (fact.id,)).fetchone()
-                ):
+                if keep_identity and self.conn.execute("select 1 from facts where id = ?", (fact.id,)).fetchone():
                     existing = fact.id
                 elif fact.status != "superseded":
                     existing = self._find_by_hash(text_hash(fact.fact))
@@ -283,9 +280,7 @@ class KnowledgeBase:
                 order.append(n)
         if not order:
             return {}
-        actions = plan_batch(
-            self, [valid[n] for n in order], np.stack([vectors[valid[n].fact] for n in order]), model
-        )
+        actions = plan_batch(self, [valid[n] for n in order], np.stack([vectors[valid[n].fact] for n in order]), model)
         plan: dict[int, Action] = {}
         for action in actions:  # targets inside the batch: position in `order` → index in `valid`
             if isinstance(action.target, int):
@@ -301,9 +296,7 @@ class KnowledgeBase:
         """The active fact a planned target is now: a stored id or an earlier fact of the batch."""
         ident = batch_ids.get(target) if isinstance(target, int) else target
         while ident is not None:
-            row = self.conn.execute(
-                "select status, superseded_by from facts where id = ?", (ident,)
-            ).fetchone()
+            row = self.conn.execute("select status, superseded_by from facts where id = ?", (ident,)).fetchone()
             if row is None:
                 return None
             if row[0] != "superseded":
@@ -333,15 +326,11 @@ class KnowledgeBase:
             log.info("merge skipped: %s", problem)
             return None
         new_id = self._absorb_tx([target], cleaned, vectors.get(cleaned.fact), now, f"merge: {decision.kind}")
-        result.merged.append(
-            MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new_id)
-        )
+        result.merged.append(MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new_id))
         result.reconfirmed.append(new_id)
         return new_id
 
-    def _absorb_tx(
-        self, old_ids: list[str], cleaned: Fact, vector: np.ndarray | None, now: float, reason: str
-    ) -> str:
+    def _absorb_tx(self, old_ids: list[str], cleaned: Fact, vector: np.ndarray | None, now: float, reason: str) -> str:
         """In a transaction: store `cleaned` (or reconfirm its exact twin), supersede `old_ids` by it."""
         olds = self._facts_from_rows(
             self.conn.execute(
@@ -374,15 +363,12 @@ class KnowledgeBase:
             self._sync_vector_meta(rid)
             self._log(old.id, "supersede", now, old.fact, cleaned.fact, f"superseded by {target} ({reason})")
             self.conn.execute(
-                "update fact_conflicts set resolved_at = ?"
-                " where resolved_at is null and (fact_id = ? or other_id = ?)",
+                "update fact_conflicts set resolved_at = ? where resolved_at is null and (fact_id = ? or other_id = ?)",
                 (now, old.id, old.id),
             )
         return target
 
-    def absorb(
-        self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge"
-    ) -> str:
+    def absorb(self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `merged` (sources: the union) and supersede every fact of `old_ids` by it; return its id."""
         now = time.time() if now is None else now
         if not old_ids:
@@ -390,9 +376,7 @@ class KnowledgeBase:
         for fact_id in old_ids:
             old = self.get(fact_id)
             if old.status == "superseded":
-                raise InputError(
-                    f"fact {fact_id} is already superseded by {old.superseded_by} — merge that one"
-                )
+                raise InputError(f"fact {fact_id} is already superseded by {old.superseded_by} — merge that one")
         cleaned, problem = self._clean(merged, now, keep_identity=False)
         if problem:
             raise InputError(f"cannot merge {', '.join(old_ids)}: {problem}")
@@ -416,9 +400,7 @@ class KnowledgeBase:
         with transaction(self.conn):
             self._flag(fact_id, other_id, reason, time.time() if now is None else now)
 
-    def conflicts(
-        self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False
-    ) -> list[Conflict]:
+    def conflicts(self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False) -> list[Conflict]:
         """Flagged contradictions (involving `fact_ids`, if given), oldest first; by default only
         open ones: not resolved, and both facts still active (not superseded, expired or purged)."""
         sql = "select fact_id, other_id, detected_at, reason, resolved_at from fact_conflicts c where 1"
@@ -514,9 +496,7 @@ class KnowledgeBase:
             set_meta(self.conn, DIMENSION_KEY, str(embedder.dimension))
         if vec_dimension(self.conn) != embedder.dimension:
             if self.conn.execute("select count(*) from fact_vec").fetchone()[0]:
-                raise DimensionMismatch(
-                    f"the vector table holds vectors of another dimension — {REEMBED_FIX}"
-                )
+                raise DimensionMismatch(f"the vector table holds vectors of another dimension — {REEMBED_FIX}")
             create_vec_table(self.conn, embedder.dimension)
             set_meta(self.conn, VECTORS_KEY, new_id())
 
@@ -564,8 +544,7 @@ class KnowledgeBase:
         import numpy as np
 
         self.conn.execute(
-            "insert into fact_vec (rowid, category, embedding, status, verified_at, confidence)"
-            " values (?,?,?,?,?,?)",
+            "insert into fact_vec (rowid, category, embedding, status, verified_at, confidence) values (?,?,?,?,?,?)",
             (
                 rid,
                 fact.category,
@@ -581,9 +560,7 @@ class KnowledgeBase:
         if not self.has_vectors:
             set_meta(self.conn, MISSING_KEY, "1")  # resynced by _backfill once sqlite-vec is back
             return
-        row = self.conn.execute(
-            "select status, verified_at, confidence from facts where rid = ?", (rid,)
-        ).fetchone()
+        row = self.conn.execute("select status, verified_at, confidence from facts where rid = ?", (rid,)).fetchone()
         self.conn.execute(
             "update fact_vec set status = ?, verified_at = ?, confidence = ? where rowid = ?", (*row, rid)
         )
@@ -594,8 +571,7 @@ class KnowledgeBase:
         ).fetchone()
         verified = max(verified, new.verified_at)
         self.conn.execute(
-            "update facts set confidence = ?, verified_at = ?, expires_at = ?, status = 'active'"
-            " where rid = ?",
+            "update facts set confidence = ?, verified_at = ?, expires_at = ?, status = 'active' where rid = ?",
             (
                 max(confidence, new.confidence),
                 verified,
@@ -635,9 +611,7 @@ class KnowledgeBase:
         now = time.time() if now is None else now
         old = self.get(old_id)
         if old.status == "superseded":
-            raise InputError(
-                f"fact {old_id} is already superseded by {old.superseded_by} — supersede that one instead"
-            )
+            raise InputError(f"fact {old_id} is already superseded by {old.superseded_by} — supersede that one instead")
         cleaned, problem = self._clean(new, now, keep_identity=False)
         if problem:
             raise InputError(f"cannot supersede {old_id}: {problem}")
@@ -799,9 +773,7 @@ class KnowledgeBase:
             (fact_id,),
         ).fetchall()
         if not rows:
-            raise NotFound(
-                f"no history for fact {fact_id} — check the id with `deepresearch kb query TEXT --json`"
-            )
+            raise NotFound(f"no history for fact {fact_id} — check the id with `deepresearch kb query TEXT --json`")
         return [HistoryEvent(*r) for r in rows]
 
     # --- maintenance ----------------------------------------------------------------------
@@ -814,9 +786,7 @@ class KnowledgeBase:
             "select v.rowid from fact_vec v join facts f on f.rid = v.rowid"
             " where v.status != f.status or v.verified_at != f.verified_at or v.confidence != f.confidence"
         ).fetchall()
-        rows = self.conn.execute(
-            "select rid, fact from facts where rid not in (select rowid from fact_vec)"
-        ).fetchall()
+        rows = self.conn.execute("select rid, fact from facts where rid not in (select rowid from fact_vec)").fetchall()
         vectors = embedder.embed_batch([r[1] for r in rows]) if rows else None
         with transaction(self.conn):
             self._claim_model(embedder)

@@ -75,11 +75,7 @@ def sweep(
         result.seconds = time.perf_counter() - started
         return result
     vectors = kb.has_vectors
-    if (
-        purge
-        and not vectors
-        and kb.conn.execute("select 1 from sqlite_master where name = 'fact_vec'").fetchone()
-    ):
+    if purge and not vectors and kb.conn.execute("select 1 from sqlite_master where name = 'fact_vec'").fetchone():
         raise DeepResearchError(
             "sweep --purge must delete vectors too, but sqlite-vec is not available — fix: pip install"
             " sqlite-vec sqlean-py, or run the sweep without --purge"

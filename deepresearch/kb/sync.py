@@ -125,9 +125,7 @@ def resolve_uri(uri: str) -> str:
             " local path ending in .db (e.g. ./milvus.db)"
         )
     if not path.parent.is_dir():
-        raise InputError(
-            f"the folder of the milvus-lite path {uri} does not exist — create {path.parent} first"
-        )
+        raise InputError(f"the folder of the milvus-lite path {uri} does not exist — create {path.parent} first")
     return str(path.resolve())
 
 
@@ -277,9 +275,7 @@ def _describe(remote: Remote, collection: str) -> tuple[int, str | None] | None:
     return dimension, model
 
 
-def _check_compatible(
-    collection: str, uri: str, remote: tuple[int, str | None], model: str, dim: int
-) -> None:
+def _check_compatible(collection: str, uri: str, remote: tuple[int, str | None], model: str, dim: int) -> None:
     """Fail closed before writing vectors of another dimension or model into a collection."""
     remote_dim, remote_model = remote
     if remote_dim != dim or (remote_model and remote_model != model):
@@ -397,8 +393,7 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         remote.call("load_collection", collection)  # a new process finds it released
     if changed and not getattr(conn, "vec_version", None):
         raise DeepResearchError(
-            "cannot push: sqlite-vec is not available to read the fact vectors —"
-            " pip install sqlite-vec sqlean-py"
+            "cannot push: sqlite-vec is not available to read the fact vectors — pip install sqlite-vec sqlean-py"
         )
     if existing is None and changed:
         report.created, report.remote_dimension, report.remote_model = True, dim, model
@@ -474,9 +469,7 @@ PULL_FIELDS = [
 ]  # fmt: skip
 
 
-def _remote_batches(
-    remote: Remote, collection: str, now: float, batch: int, vectors: bool
-) -> Iterator[list[dict]]:
+def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vectors: bool) -> Iterator[list[dict]]:
     expr = f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
     fields = [*PULL_FIELDS, "vector"] if vectors else PULL_FIELDS
     iterator = remote.call("query_iterator", collection, batch_size=batch, filter=expr, output_fields=fields)
@@ -587,9 +580,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
 
     existing = _describe(remote, collection)
     if existing is None:
-        raise NotFound(
-            f"no collection {collection} at {remote.uri} — push to it first, or check --collection"
-        )
+        raise NotFound(f"no collection {collection} at {remote.uri} — push to it first, or check --collection")
     report.remote_dimension, report.remote_model = existing
     remote.call("load_collection", collection)  # a new process finds it released
     conn = kb.conn
@@ -676,9 +667,7 @@ def sync_milvus(
     report = SyncReport(uri=resolved, collection=collection, direction=direction, dry_run=dry_run)
     key = _watermark_key(resolved, collection)
     with _quiet_pymilvus():
-        remote = Remote(
-            resolved, client_factory or _default_client, retries=retries, backoff=backoff, sleep=sleep
-        )
+        remote = Remote(resolved, client_factory or _default_client, retries=retries, backoff=backoff, sleep=sleep)
         try:
             if direction in ("push", "both"):
                 _push(kb, remote, collection, report, key, now, batch, progress)

@@ -31,21 +31,23 @@ class Embedder(ABC):
     dimension: int
 
     @abstractmethod
-    def embed_batch(self, texts: list[str]) -> "np.ndarray":
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Embed `texts` into a float32 array of shape (len(texts), dimension), rows L2-normalized."""
 
-    def embed(self, text: str) -> "np.ndarray":
+    def embed(self, text: str) -> np.ndarray:
         """Embed one text into a float32 vector of length `dimension`."""
         return self.embed_batch([text])[0]
 
 
-EMBEDDERS: dict[str, Callable[["EmbeddingConfig"], Embedder]] = {}
+EMBEDDERS: dict[str, Callable[[EmbeddingConfig], Embedder]] = {}
 
 
-def register_embedder(name: str) -> Callable[[Callable[["EmbeddingConfig"], Embedder]], Callable[["EmbeddingConfig"], Embedder]]:
+def register_embedder(
+    name: str,
+) -> Callable[[Callable[[EmbeddingConfig], Embedder]], Callable[[EmbeddingConfig], Embedder]]:
     """Register an embedding backend factory under `name` (used by `embedding.backend`)."""
 
-    def decorator(factory: Callable[["EmbeddingConfig"], Embedder]) -> Callable[["EmbeddingConfig"], Embedder]:
+    def decorator(factory: Callable[[EmbeddingConfig], Embedder]) -> Callable[[EmbeddingConfig], Embedder]:
         EMBEDDERS[name] = factory
         return factory
 
@@ -107,7 +109,7 @@ class SentenceTransformerEmbedder(Embedder):
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(get_dim())
 
-    def embed_batch(self, texts: list[str]) -> "np.ndarray":
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Embed with the model's own batching; vectors are normalized to unit length."""
         import numpy as np
 
@@ -120,22 +122,20 @@ class SentenceTransformerEmbedder(Embedder):
 
 
 @register_embedder("sentence-transformers")
-def _sentence_transformers(config: "EmbeddingConfig") -> Embedder:
+def _sentence_transformers(config: EmbeddingConfig) -> Embedder:
     return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size)
 
 
 _CACHE: dict[tuple[str, str | None], Embedder] = {}
 
 
-def get_embedder(config: "EmbeddingConfig") -> Embedder:
+def get_embedder(config: EmbeddingConfig) -> Embedder:
     """The embedder for `config`, created once per process (models are expensive to load)."""
     key = (config.backend, config.model)
     if key not in _CACHE:
         try:
             factory = EMBEDDERS[config.backend]
         except KeyError:
-            raise ModelNotFound(
-                f"unknown embedding backend {config.backend!r}; known: {sorted(EMBEDDERS)}"
-            ) from None
+            raise ModelNotFound(f"unknown embedding backend {config.backend!r}; known: {sorted(EMBEDDERS)}") from None
         _CACHE[key] = factory(config)
     return _CACHE[key]

@@ -131,9 +131,7 @@ def grounding_problem(fact_text: str, source: str | _Source, topic: str = "") ->
     coverage = sum(s in src.stems for s in stems) / len(stems)
     if coverage < MIN_SOURCE_COVERAGE:
         return f"only {coverage:.0%} of its words are in the source"
-    windows = src.sentence_stems + [
-        a | b for a, b in zip(src.sentence_stems, src.sentence_stems[1:], strict=False)
-    ]
+    windows = src.sentence_stems + [a | b for a, b in zip(src.sentence_stems, src.sentence_stems[1:], strict=False)]
     best = max(sum(s in window for s in stems) / len(stems) for window in windows)
     if best < MIN_WINDOW_COVERAGE:
         return f"no source passage supports it (best {best:.0%})"
@@ -309,9 +307,7 @@ def _model_proposals(model: ChatModel, text: str, topic: str, max_facts: int, ma
         items = [parse_json(m) for m in _ITEM.findall(completion.text)]
     # Only the fact text must be there: a loose category or confidence is normalized later
     # (the llama-cpp grammar enforces them anyway; HTTP servers may not).
-    return [
-        item for item in items[:max_facts] if isinstance(item, dict) and isinstance(item.get("fact"), str)
-    ]
+    return [item for item in items[:max_facts] if isinstance(item, dict) and isinstance(item.get("fact"), str)]
 
 
 def _similar(a: set[str], b: set[str]) -> bool:
@@ -392,9 +388,7 @@ def extract_facts(
             if grounding_problem(claim, source, topic) is None:
                 keep(claim, classify_category(claim), FALLBACK_CONFIDENCE, "fallback")
     result.facts = [
-        Fact(
-            fact=claim, source_url=source_url, research_topic=topic, category=category, confidence=confidence
-        )
+        Fact(fact=claim, source_url=source_url, research_topic=topic, category=category, confidence=confidence)
         for claim, category, confidence, _ in kept
     ]
     result.methods = [method for *_, method in kept]

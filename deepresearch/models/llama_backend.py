@@ -138,11 +138,7 @@ class _LazyGrammarSampler:
             self.fast += 1
         else:
             self.slow += 1
-            top = (
-                np.argpartition(logits, -self.TOP_K)[-self.TOP_K :]
-                if self.n_vocab > self.TOP_K
-                else self._ids
-            )
+            top = np.argpartition(logits, -self.TOP_K)[-self.TOP_K :] if self.n_vocab > self.TOP_K else self._ids
             choice = self._grammar_then_chain(top, logits)
             if choice is None:
                 self.full += 1

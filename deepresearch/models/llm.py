@@ -257,9 +257,7 @@ def get_chat_model(config: LLMConfig) -> ChatModel:
         try:
             factory = CHAT_MODELS[config.backend]
         except KeyError:
-            raise ModelNotFound(
-                f"unknown llm backend {config.backend!r}; known: {sorted(CHAT_MODELS)}"
-            ) from None
+            raise ModelNotFound(f"unknown llm backend {config.backend!r}; known: {sorted(CHAT_MODELS)}") from None
         _LOADED[key] = factory(config)
     return _LOADED[key]
 
@@ -283,9 +281,7 @@ def ask(
     temperature: float | None = None,
 ) -> Completion:
     """One free-text answer to `prompt` (the `deepresearch ask` smoke test)."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": prompt}
-    ]
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return model.complete(messages, max_tokens=max_tokens, temperature=temperature)
 
 

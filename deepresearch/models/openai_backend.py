@@ -85,9 +85,7 @@ class OpenAIModel(ChatModel):
                 pass  # an HTTP date: fall back to our own schedule
         return min(self.config.backoff_seconds * (2**attempt), MAX_BACKOFF_SECONDS)
 
-    def _request(
-        self, method: str, path: str, body: dict[str, Any] | None = None, retries: int | None = None
-    ) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, retries: int | None = None) -> Any:
         """Send one request with retries; the decoded JSON body or ModelError."""
         import httpx
 
@@ -114,9 +112,7 @@ class OpenAIModel(ChatModel):
                 detail = _error_detail(response)
                 if not _is_retryable(response.status_code):
                     hint = _HINTS.get(response.status_code, "check llm.openai settings")
-                    raise ModelError(
-                        f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}"
-                    )
+                    raise ModelError(f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}")
                 last = f"HTTP {response.status_code}: {detail}"
             if attempt < retries:
                 delay = self._delay(attempt, response)

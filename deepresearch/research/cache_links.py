@@ -20,17 +20,14 @@ def link_facts(conn: Any, cache_key: str, fact_ids: list[str], run_id: str = "")
     now = time.time()
     with transaction(conn):
         conn.executemany(
-            "insert or ignore into research_cache_facts (cache_key, fact_id, run_id, created_at)"
-            " values (?, ?, ?, ?)",
+            "insert or ignore into research_cache_facts (cache_key, fact_id, run_id, created_at) values (?, ?, ?, ?)",
             [(cache_key, fid, run_id, now) for fid in fact_ids],
         )
 
 
 def linked_facts(conn: Any, cache_key: str) -> list[str]:
     """Fact ids produced by the cached result under `cache_key`."""
-    rows = conn.execute(
-        "select fact_id from research_cache_facts where cache_key = ? order by fact_id", (cache_key,)
-    )
+    rows = conn.execute("select fact_id from research_cache_facts where cache_key = ? order by fact_id", (cache_key,))
     return [r[0] for r in rows]
 
 
@@ -58,10 +55,7 @@ def evict_if_superseded(conn: Any, kb: Any, cache: Any, cache_key: str) -> bool:
 def evict_for_fact(conn: Any, cache: Any, fact_id: str) -> int:
     """Evict every cache entry that produced `fact_id` (call when the KB supersedes it)."""
     keys = [
-        r[0]
-        for r in conn.execute(
-            "select distinct cache_key from research_cache_facts where fact_id = ?", (fact_id,)
-        )
+        r[0] for r in conn.execute("select distinct cache_key from research_cache_facts where fact_id = ?", (fact_id,))
     ]
     for key in keys:
         _drop_key(conn, cache, key)

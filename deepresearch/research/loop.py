@@ -93,9 +93,7 @@ class TimedModel(ChatModel):
         """Delegate and time one completion."""
         start = time.perf_counter()
         try:
-            return self.model.complete(
-                messages, schema=schema, max_tokens=max_tokens, temperature=temperature
-            )
+            return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
         finally:
             self.state.bump("llm_seconds", time.perf_counter() - start)
 
@@ -112,9 +110,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> steps.Deps:
 
     cfg = ws.config
     cache = (
-        SearchCache(ws.cache_dir, cfg.search.cache.ttl_seconds)
-        if opts.use_cache and cfg.search.cache.enabled
-        else None
+        SearchCache(ws.cache_dir, cfg.search.cache.ttl_seconds) if opts.use_cache and cfg.search.cache.enabled else None
     )
     return steps.Deps(
         kb=KnowledgeBase.from_workspace(ws),
@@ -169,9 +165,7 @@ def run_research(
     """Run (or resume) a research run to its report; every step is checkpointed in the DB."""
     store = RunStore(ws.db)
     state = (
-        store.load_state(resume)
-        if resume
-        else ResearchState(new_id(), topic or "", options or options_from_config(ws))
+        store.load_state(resume) if resume else ResearchState(new_id(), topic or "", options or options_from_config(ws))
     )
     deps = deps or build_deps(ws, state.options)  # before the run row: a missing model leaves no stub run
     if not resume:
@@ -205,9 +199,7 @@ def run_research(
         store.checkpoint(state, name, {"events": list(events)}, time.perf_counter() - step_started)
         if os.environ.get(PAUSE_ENV) == name:
             time.sleep(600)
-    report_path = (
-        ws.reports_dir / f"{time.strftime('%Y%m%d')}-{_slug(state.topic)}-{state.run_id[-6:].lower()}.md"
-    )
+    report_path = ws.reports_dir / f"{time.strftime('%Y%m%d')}-{_slug(state.topic)}-{state.run_id[-6:].lower()}.md"
     report_path.write_text(state.report, encoding="utf-8")
     store.finish(state.run_id, str(report_path))
     if out is not None:

@@ -128,9 +128,7 @@ def summary_messages(query: str, evidence: str, n: int) -> list[dict[str, str]]:
 
 def reflect_messages(topic: str, done: list[str], findings: str, n: int) -> list[dict[str, str]]:
     """Messages for the reflection step."""
-    user = REFLECT_USER.format(
-        topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n
-    )
+    user = REFLECT_USER.format(topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n)
     return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": user}]
 
 

@@ -34,17 +34,13 @@ class _Citations:
         return f"[{self.numbers[url]}]"
 
 
-def _answer(
-    state: ResearchState, deps: Deps, evidence: dict[str, str]
-) -> tuple[list[tuple[str, list[str]]], str, int]:
+def _answer(state: ResearchState, deps: Deps, evidence: dict[str, str]) -> tuple[list[tuple[str, list[str]]], str, int]:
     """The model's grounded sentences (unknown ids and unsupported sentences dropped), topped up
     with the evidence sentences closest to the question."""
     text = ask(
         deps,
         state,
-        prompts.answer_messages(
-            state.topic, prompts.evidence_lines(list(evidence.items())), ANSWER_SENTENCES
-        ),
+        prompts.answer_messages(state.topic, prompts.evidence_lines(list(evidence.items())), ANSWER_SENTENCES),
         None,
         "answer",
         40 * ANSWER_SENTENCES,
@@ -62,11 +58,7 @@ def _answer(
     for n, (s, ids) in enumerate(sentences):
         words = set(content_words(s))
         # Markup and near-repeats are how a small model pads an answer: drop them.
-        if (
-            "#" in s
-            or any(words <= set(content_words(k)) for k, _ in kept)
-            or not supported(s, ids, evidence)
-        ):
+        if "#" in s or any(words <= set(content_words(k)) for k, _ in kept) or not supported(s, ids, evidence):
             continue
         kept.append((s, ids))
         used_model = used_model or n < from_model
@@ -140,9 +132,7 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
         "answer_method": method,
         "kb_facts_used": len(known),
     }
-    deps.progress(
-        "report", citations=stats["citations"], sources=len(cites.entries), invalid=invalid, method=method
-    )
+    deps.progress("report", citations=stats["citations"], sources=len(cites.entries), invalid=invalid, method=method)
     return {
         "report": body + "\n" + "\n".join(sources) + "\n" + footer + "\n",
         "answer": answer,

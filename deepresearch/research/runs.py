@@ -141,8 +141,7 @@ class RunStore:
         record.steps = [
             {"seq": r[0], "loop": r[1], "step": r[2], "seconds": round(r[3], 3), **json.loads(r[4])}
             for r in self.conn.execute(
-                "select seq, loop, step, seconds, info_json from research_steps where run_id = ?"
-                " order by seq",
+                "select seq, loop, step, seconds, info_json from research_steps where run_id = ? order by seq",
                 (full,),
             )
         ]
@@ -150,9 +149,7 @@ class RunStore:
 
     def recent(self, limit: int = 20) -> list[RunRecord]:
         """Most recent runs first."""
-        rows = self.conn.execute(
-            f"select {_COLUMNS} from research_runs order by created_at desc limit ?", (limit,)
-        )
+        rows = self.conn.execute(f"select {_COLUMNS} from research_runs order by created_at desc limit ?", (limit,))
         return [RunRecord(*r) for r in rows]
 
     def search(self, text: str, limit: int = 20) -> list[RunRecord]:
@@ -160,9 +157,7 @@ class RunStore:
         terms = [t for t in text.split() if t]
         if not terms:
             raise InputError("give some words to search for")
-        where = " and ".join(
-            ["(topic like ? escape '\\' or coalesce(report, '') like ? escape '\\')"] * len(terms)
-        )
+        where = " and ".join(["(topic like ? escape '\\' or coalesce(report, '') like ? escape '\\')"] * len(terms))
         params: list[Any] = []
         for t in terms:
             pattern = "%" + t.replace("%", "\\%").replace("_", "\\_") + "%"

@@ -72,9 +72,7 @@ def ask(
         return None
     deps.progress("model", what=what)
     try:
-        out = deps.model.complete(
-            messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens)
-        )
+        out = deps.model.complete(messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens))
     except ModelError as exc:
         log.warning("model call for %s failed: %s; using the fallback", what, exc)
         state.bump("llm_failures")
@@ -108,12 +106,7 @@ def clean_queries(raw: Any, done: list[str], n: int, anchor: str) -> list[str]:
         key = _key(query)
         words = [stem(w) for w in key.split()]
         # Grounded: most words of a query come from the question or the known facts.
-        if (
-            not key
-            or len(query) > 160
-            or key in seen
-            or sum(w in anchor_words for w in words) * 2 < len(words)
-        ):
+        if not key or len(query) > 160 or key in seen or sum(w in anchor_words for w in words) * 2 < len(words):
             continue
         seen.add(key)
         out.append(query)
@@ -192,9 +185,7 @@ def parse_cited(text: str, allowed: set[str]) -> tuple[list[tuple[str, list[str]
     """Split model text into (sentence, cited ids); bracketed ids not in `allowed` are dropped, counted."""
     out, invalid = [], 0
     # "claim. [S1] Next" → "claim [S1]. Next": a citation after the period belongs to the claim before it.
-    text = re.sub(
-        r"([.!?。！？])\s*((?:\[[^\[\]]{1,24}\]\s*)+)", lambda m: f" {m.group(2).strip()}{m.group(1)} ", text
-    )
+    text = re.sub(r"([.!?。！？])\s*((?:\[[^\[\]]{1,24}\]\s*)+)", lambda m: f" {m.group(2).strip()}{m.group(1)} ", text)
     for sentence in split_sentences(text):
         ids: list[str] = []
         for group in _BRACKET.findall(sentence):
@@ -334,9 +325,7 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
             text = r.text or r.snippet
             if (r.url, text) in seen or not text:
                 continue
-            source = Source(
-                f"S{len(sources) + 1}", r.url, r.title or "", text, query, state.loop, key, r.backend
-            )
+            source = Source(f"S{len(sources) + 1}", r.url, r.title or "", text, query, state.loop, key, r.backend)
             sources.append(source)
             seen.add((r.url, text))
             new.append(source.sid)
@@ -380,9 +369,7 @@ def summarize(state: ResearchState, deps: Deps) -> dict[str, Any]:
         text = ask(
             deps,
             state,
-            prompts.summary_messages(
-                query, prompts.evidence_lines(list(evidence.items())), SUMMARY_SENTENCES
-            ),
+            prompts.summary_messages(query, prompts.evidence_lines(list(evidence.items())), SUMMARY_SENTENCES),
             None,
             "summary",
             40 * SUMMARY_SENTENCES,
@@ -393,9 +380,7 @@ def summarize(state: ResearchState, deps: Deps) -> dict[str, Any]:
             summaries.append(Summary(query, state.loop, sentences, "llm"))
         else:
             summaries.append(Summary(query, state.loop, chosen, "extractive"))
-        deps.progress(
-            "summarize", query=query, sentences=len(summaries[-1].sentences), method=summaries[-1].method
-        )
+        deps.progress("summarize", query=query, sentences=len(summaries[-1].sentences), method=summaries[-1].method)
     return {"summaries": summaries}
 
 
@@ -462,13 +447,7 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
     """Decide: stop (no progress, sufficient, loops, budget, nothing left) or follow-up queries."""
     findings = "\n".join(f"- {s}" for summary in state.summaries for s, _ in summary.sentences)
     by_sid = state.source_by_sid()
-    seen_text = (
-        findings
-        + " "
-        + " ".join(f["fact"] for f in state.facts)
-        + " "
-        + " ".join(k.fact for k in state.known)
-    )
+    seen_text = findings + " " + " ".join(f["fact"] for f in state.facts) + " " + " ".join(k.fact for k in state.known)
     n = state.options.queries
     data = ask(
         deps,
@@ -484,13 +463,7 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
     if not follow and (state.known or state.summaries):
         follow = (gap_queries(state, deps, seen_text, n) + bridge_queries(state, n))[:n]
     gap_words = missing_words(state.topic, seen_text)
-    cited = {
-        by_sid[i].url
-        for summary in state.summaries
-        for _, ids in summary.sentences
-        for i in ids
-        if i in by_sid
-    }
+    cited = {by_sid[i].url for summary in state.summaries for _, ids in summary.sentences for i in ids if i in by_sid}
     # The model's "sufficient" is trusted only when the evidence agrees: findings from two sources or
     # more cover every word of the question. Without a model answer, the evidence alone decides.
     sufficient = bool(data.get("sufficient", True)) and len(cited) >= 2 and not gap_words

@@ -198,9 +198,7 @@ class Corpus:
         """Embed chunks stored without a vector (ingested while sqlite-vec was unavailable)."""
         if not self.vectors_enabled or not self.count_chunks():
             return 0
-        have = (
-            self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if self._has_vec_table() else 0
-        )
+        have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if self._has_vec_table() else 0
         if have >= self.count_chunks():
             return 0
         embedder = self.embedder
@@ -276,9 +274,7 @@ class Corpus:
                     if p.is_file() and (glob or p.suffix.lower() in SUPPORTED) and not p.name.startswith(".")
                 )
                 if not found:
-                    report.errors.append(
-                        f"{path}: no supported files found (pattern {pattern!r}) — check --glob"
-                    )
+                    report.errors.append(f"{path}: no supported files found (pattern {pattern!r}) — check --glob")
                 files.extend(found)
             elif path.exists() or path.is_symlink():
                 files.append(path)
@@ -309,9 +305,7 @@ class Corpus:
         try:
             file_hash = _file_hash(path)
         except PermissionError:
-            raise InputError(
-                f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
-            ) from None
+            raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
         source = self._source(path)
         if source is not None and source[1] == file_hash and source[2] == spec_json:
             report.skipped.append(str(path))
@@ -402,9 +396,7 @@ class Corpus:
             chunks = chunk_text(doc.text, size, overlap)
             if chunks:
                 fresh.append((doc, digest, chunks))
-        texts = [
-            f"{doc.title}\n{chunk}" if doc.title else chunk for doc, _, chunks in fresh for chunk in chunks
-        ]
+        texts = [f"{doc.title}\n{chunk}" if doc.title else chunk for doc, _, chunks in fresh for chunk in chunks]
         vectors = self._embed(texts)
         row = 0
         with transaction(self.conn):
@@ -440,9 +432,7 @@ class Corpus:
         """Delete documents with their chunks, FTS rows and vectors (caller holds the transaction)."""
         has_vec = self._has_vec_table() and getattr(self.conn, "vec_version", None)
         for doc_id in doc_ids:
-            chunk_ids = [
-                r[0] for r in self.conn.execute("select id from corpus_chunks where doc_id = ?", (doc_id,))
-            ]
+            chunk_ids = [r[0] for r in self.conn.execute("select id from corpus_chunks where doc_id = ?", (doc_id,))]
             for chunk_id in chunk_ids:
                 self.conn.execute("delete from corpus_fts where rowid = ?", (chunk_id,))
                 if has_vec:
@@ -457,9 +447,7 @@ class Corpus:
             rows = []
             for raw in paths:
                 path = str(Path(raw).expanduser().absolute())
-                row = self.conn.execute(
-                    "select id, path from corpus_sources where path = ?", (path,)
-                ).fetchone()
+                row = self.conn.execute("select id, path from corpus_sources where path = ?", (path,)).fetchone()
                 if row is None:
                     raise NotFound(f"{path} is not in the corpus — see `deepresearch corpus list`")
                 rows.append(row)
@@ -467,10 +455,7 @@ class Corpus:
         with sqlite_errors("the workspace database"), transaction(self.conn):
             for source_id, _ in rows:
                 doc_ids = [
-                    r[0]
-                    for r in self.conn.execute(
-                        "select id from corpus_documents where source_id = ?", (source_id,)
-                    )
+                    r[0] for r in self.conn.execute("select id from corpus_documents where source_id = ?", (source_id,))
                 ]
                 self._delete_documents(doc_ids)
                 removed += len(doc_ids)
@@ -593,9 +578,7 @@ class Corpus:
         return results
 
 
-def rrf_fuse(
-    lists: Iterable[tuple[float, list[tuple[int, int, float]]]], k: float
-) -> list[tuple[int, float]]:
+def rrf_fuse(lists: Iterable[tuple[float, list[tuple[int, int, float]]]], k: float) -> list[tuple[int, float]]:
     """Weighted reciprocal-rank fusion of per-document rankings → (best chunk id, fused score)."""
     scores: dict[int, float] = {}
     best: dict[int, tuple[float, int]] = {}

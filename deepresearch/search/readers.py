@@ -52,9 +52,7 @@ def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except PermissionError:
-        raise InputError(
-            f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
-        ) from None
+        raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory — pass the folder itself to ingest its files") from None
     except OSError as exc:
@@ -300,9 +298,7 @@ def read_file(path: Path) -> RawDocument:
     elif suffix in TEXT_SUFFIXES:
         title, text = read_text_file(path)
     else:
-        raise InputError(
-            f"{path}: unsupported file type {suffix or '(none)'} — supported: {', '.join(SUPPORTED)}"
-        )
+        raise InputError(f"{path}: unsupported file type {suffix or '(none)'} — supported: {', '.join(SUPPORTED)}")
     return RawDocument(key="", title=title, text=text, url=path.absolute().as_uri())
 
 
@@ -347,9 +343,7 @@ def resolve_columns(path: Path, columns: list[str], spec: TableSpec) -> dict[str
         else:
             chosen[field] = next((lower[g] for g in guesses if g in lower), None)
     if chosen["text_col"] is None:
-        raise InputError(
-            f"{path}: no text column found (columns: {', '.join(columns)}) — pass --text-col NAME"
-        )
+        raise InputError(f"{path}: no text column found (columns: {', '.join(columns)}) — pass --text-col NAME")
     return chosen
 
 
@@ -362,9 +356,7 @@ def iter_table(path: Path, spec: TableSpec, batch_size: int = 512) -> Iterator[l
     con = duckdb.connect()
     try:
         try:
-            columns = [
-                row[0] for row in con.execute(f"describe select * from {source}", [str(path)]).fetchall()
-            ]
+            columns = [row[0] for row in con.execute(f"describe select * from {source}", [str(path)]).fetchall()]
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
             raise InputError(f"{path}: DuckDB cannot read it ({first}) — check the file format") from None
@@ -402,9 +394,7 @@ def iter_table(path: Path, spec: TableSpec, batch_size: int = 512) -> Iterator[l
             first = str(exc).splitlines()[0]
             raise InputError(f"{path}: DuckDB failed while reading rows ({first}) — check the file") from None
         if not produced:
-            raise InputError(
-                f"{path}: no rows with text in column {cols['text_col']!r} — check the file or --text-col"
-            )
+            raise InputError(f"{path}: no rows with text in column {cols['text_col']!r} — check the file or --text-col")
     finally:
         con.close()
 
@@ -415,9 +405,7 @@ def _read_bytes_check(path: Path) -> None:
         with path.open("rb") as handle:
             head = handle.read(1)
     except PermissionError:
-        raise InputError(
-            f"{path}: permission denied — make the file readable (chmod u+r) or skip it"
-        ) from None
+        raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc}) — check the path") from None
     if not head:

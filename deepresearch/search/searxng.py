@@ -79,16 +79,12 @@ class SearxngBackend(SearchBackend):
                             " search.searxng.base_url"
                         )
                     problem = (
-                        "rate limited (HTTP 429)"
-                        if response.status_code == 429
-                        else f"HTTP {response.status_code}"
+                        "rate limited (HTTP 429)" if response.status_code == 429 else f"HTTP {response.status_code}"
                     )
                     asked = _retry_after(response.headers.get("retry-after"))
                     delay = min(delay if asked is None else asked, MAX_RETRY_AFTER_S)
                 if attempt < self.max_retries:
-                    log.info(
-                        "searxng: %s; retry %d/%d in %.1fs", problem, attempt + 1, self.max_retries, delay
-                    )
+                    log.info("searxng: %s; retry %d/%d in %.1fs", problem, attempt + 1, self.max_retries, delay)
                     self.sleep(delay)
         finally:
             if self._client is None:

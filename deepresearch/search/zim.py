@@ -50,9 +50,7 @@ class ZimBackend(SearchBackend):
                 self.problems.append(f"{path}: not a readable ZIM file ({exc}) — re-download it")
                 continue
             if not archive.has_fulltext_index:
-                self.problems.append(
-                    f"{path}: has no full-text index — use a Kiwix file with _maxi/_nopic index"
-                )
+                self.problems.append(f"{path}: has no full-text index — use a Kiwix file with _maxi/_nopic index")
                 continue
             self.archives.append((path.name, archive))
         for problem in self.problems:
@@ -84,7 +82,5 @@ class ZimBackend(SearchBackend):
                     )
                 )
             per_file.append(results)
-        merged = [
-            r for rank in range(count) for results in per_file if rank < len(results) for r in [results[rank]]
-        ]
+        merged = [r for rank in range(count) for results in per_file if rank < len(results) for r in [results[rank]]]
         return merged[:count]
