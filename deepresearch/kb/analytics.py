@@ -50,26 +50,11 @@ AGE_BUCKETS = (
 def _arrow_facts(kb: KnowledgeBase) -> Any:
     import pyarrow as pa
 
-    rows = kb.conn.execute(
-        "select id, fact, source_url, category, confidence, research_topic, created_at, verified_at,"
-        " expires_at, status, superseded_by from facts order by rid"
-    ).fetchall()
+    names = tuple(c for c in EXPORT_COLUMNS if c != "sources")
+    rows = kb.conn.execute(f"select {', '.join(names)} from facts order by rid").fetchall()
     sources: dict[str, list[str]] = {}
     for fid, url in kb.conn.execute("select fact_id, url from fact_sources order by added_at, rowid"):
         sources.setdefault(fid, []).append(url)
-    names = (
-        "id",
-        "fact",
-        "source_url",
-        "category",
-        "confidence",
-        "research_topic",
-        "created_at",
-        "verified_at",
-        "expires_at",
-        "status",
-        "superseded_by",
-    )
     columns = {name: [r[i] for r in rows] for i, name in enumerate(names)}
     columns["sources"] = [sources.get(r[0], []) for r in rows]
     schema = pa.schema(

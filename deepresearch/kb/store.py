@@ -608,45 +608,7 @@ class KnowledgeBase:
 
     def supersede(self, old_id: str, new: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `new` (keeping the old fact's sources), mark the old one superseded; return the new id."""
-        now = time.time() if now is None else now
-        old = self.get(old_id)
-        if old.status == "superseded":
-            raise InputError(f"fact {old_id} is already superseded by {old.superseded_by} — supersede that one instead")
-        cleaned, problem = self._clean(new, now, keep_identity=False)
-        if problem:
-            raise InputError(f"cannot supersede {old_id}: {problem}")
-        cleaned.sources = list(dict.fromkeys([*old.sources, *cleaned.sources]))
-        embedder, _ = self._vector_or_reason()
-        vector = embedder.embed(cleaned.fact) if embedder is not None else None
-        with transaction(self.conn):
-            if embedder is not None:
-                self._claim_model(embedder)
-            target = self._find_by_hash(text_hash(cleaned.fact))
-            if target == old_id:
-                self._reconfirm(old_id, cleaned, now)
-                self._bump()
-                return old_id
-            if target is not None:
-                self._reconfirm(target, cleaned, now)
-                self._log(target, "merge", now, old.fact, None, f"absorbed {old_id} ({reason})")
-            else:
-                target = cleaned.id
-                self._insert(
-                    cleaned,
-                    vector,
-                    now,
-                    event="merge",
-                    detail=f"supersedes {old_id} ({reason})",
-                    old_text=old.fact,
-                )
-            rid = self.conn.execute(
-                "update facts set status = 'superseded', superseded_by = ? where id = ? returning rid",
-                (target, old_id),
-            ).fetchone()[0]
-            self._sync_vector_meta(rid)
-            self._log(old_id, "supersede", now, old.fact, cleaned.fact, f"superseded by {target} ({reason})")
-            self._bump()
-        return target
+        return self.absorb([old_id], new, now, reason)
 
     # --- reading ------------------------------------------------------------------------
 
