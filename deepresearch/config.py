@@ -272,7 +272,10 @@ def _format_validation(exc: ValidationError, origin: str) -> str:
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
-        lines.append(f"  {key}: {err['msg']}")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key — remove it (every key is listed in configs/default.yaml)")
+        else:
+            lines.append(f"  {key}: {err['msg']}")
     return f"invalid configuration ({origin}):\n" + "\n".join(lines)
 
 

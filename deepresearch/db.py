@@ -127,12 +127,15 @@ def connect(path: Path | str, *, load_vec: bool = True, migrate: bool = True) ->
             conn.vec_version = load_sqlite_vec(conn)
         except Exception as exc:  # any failure here means degraded mode, never a crash
             conn.vec_error = str(exc) or type(exc).__name__
-            log.warning(
-                "sqlite-vec could not be loaded (%s); semantic recall is off and keyword search"
-                " is used instead — fix: %s",
-                conn.vec_error,
-                VEC_FIX,
-            )
+            if os.environ.get(DISABLE_VEC_ENV):
+                log.info("sqlite-vec disabled by %s; keyword search only", DISABLE_VEC_ENV)
+            else:
+                log.warning(
+                    "sqlite-vec could not be loaded (%s); semantic recall is off and keyword search"
+                    " is used instead — fix: %s",
+                    conn.vec_error,
+                    VEC_FIX,
+                )
     else:
         conn.vec_error = "not requested"
     if migrate:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from deepresearch.errors import DeepResearchError
 from deepresearch.workspace import Workspace
 
 
@@ -113,5 +114,8 @@ def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
             detail, _ = fn(ws)
             results.append(Check(name, True, detail, seconds=time.perf_counter() - start))
         except Exception as exc:  # a broken component is a report line, not a crash
-            results.append(Check(name, False, str(exc) or type(exc).__name__, fix, time.perf_counter() - start))
+            # A DeepResearchError's message already names its own fix (e.g. a corrupt DB file).
+            own_fix = isinstance(exc, DeepResearchError)
+            detail = str(exc) or type(exc).__name__
+            results.append(Check(name, False, detail, "" if own_fix else fix, time.perf_counter() - start))
     return results

@@ -156,3 +156,20 @@ def test_unwritable_out_file_is_a_clean_error_and_the_run_is_kept(home, fake_emb
         assert run.status == "done" and Path(run.report_path).is_file()
     finally:
         ws.close()
+
+
+@pytest.mark.slow
+def test_research_with_the_search_backend_down_exits_1_with_the_reason(home, monkeypatch):
+    import socket
+
+    with socket.socket() as probe:  # a loopback port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("DEEPRESEARCH__SEARCH__SEARXNG__BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("DEEPRESEARCH__SEARCH__SEARXNG__MAX_RETRIES", "0")
+    argv = ["--home", str(home), "research", "What is WAL?", "--backend", "searxng", "--loops", "1"]
+    result = runner.invoke(app, [*argv, "--queries", "1", "--no-kb-write"])
+    assert result.exit_code == 1, result.output
+    assert "search failed" in result.stderr
+    assert "Error: no source could be searched" in result.stderr
+    assert "0 hits" not in result.stderr  # no contradicting progress line

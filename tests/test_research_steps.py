@@ -100,3 +100,19 @@ def test_bridge_queries_follow_names_the_findings_add():
     assert bridge_queries(state, 3) == ["Blue Velvet directed", "Brunswick County directed"]
     state.queries_done = ["Blue Velvet directed"]
     assert bridge_queries(state, 3) == ["Brunswick County directed"]
+
+
+def test_answer_labels_are_stripped_and_embellished_sentences_rejected():
+    from deepresearch.research.steps import parse_cited, supported
+
+    evidence = {
+        "S1": "FTS5 ranks matches with the BM25 algorithm through its built-in bm25() function. "
+        "Lower bm25 values mean better matches."
+    }
+    text = (
+        "S1: FTS5 ranks matches with the BM25 algorithm through its built-in bm25() function, "
+        "which is a key component of the FTS5 algorithm. [S1] Lower bm25 values mean better matches. [S1]"
+    )
+    sentences, invalid = parse_cited(text, set(evidence))
+    assert invalid == 0 and not sentences[0][0].startswith("S1")
+    assert [supported(s, ids, evidence) for s, ids in sentences] == [False, True]

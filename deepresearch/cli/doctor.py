@@ -25,6 +25,6 @@ def doctor(
     else:
         for c in checks:
             mark = "ok  " if c.ok else "FAIL"
-            typer.echo(f"{mark} {c.name:<16} {c.detail}" + ("" if c.ok else f"\n     fix: {c.fix}"))
+            typer.echo(f"{mark} {c.name:<16} {c.detail}" + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
         typer.echo("all checks passed" if ok else "some checks failed")
     raise typer.Exit(0 if ok else 1)

@@ -88,7 +88,7 @@ def research(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of the report."),
 ) -> None:
     """Research a question: recall, plan, search, summarize, extract, reflect, report."""
-    from deepresearch.errors import InputError
+    from deepresearch.errors import InputError, SearchError
     from deepresearch.research.loop import options_from_config, run_research
 
     if not resume and not (question or "").strip():
@@ -131,6 +131,12 @@ def research(
     else:
         typer.echo(result.report)
     status(f"report saved: {result.report_path} (run {result.run_id})")
+    if result.search_error and not result.sources:
+        # Nothing was found because searching failed (e.g. network down): not a success.
+        raise SearchError(
+            f"no source could be searched ({result.search_error}) — the report above has no evidence;"
+            " fix the backend or use --backend corpus, then run again"
+        )
 
 
 @runs_app.command("list")

@@ -80,6 +80,7 @@ class RunResult:
     counters: dict[str, float]
     elapsed_seconds: float
     report_stats: dict[str, Any] = field(default_factory=dict)
+    search_error: str | None = None  # the last failed search, if any
 
 
 class TimedModel(ChatModel):
@@ -225,4 +226,5 @@ def run_research(
         counters=dict(state.counters),
         elapsed_seconds=round(state.elapsed, 3),
         report_stats={k: v for k, v in state.report_stats.items() if k != "sources"},
+        search_error=state.last_search_error,
     )

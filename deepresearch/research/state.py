@@ -94,6 +94,7 @@ class ResearchState:
     report: str = ""
     report_stats: dict[str, Any] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    last_search_error: str | None = None
     elapsed: float = 0.0
 
     def bump(self, name: str, amount: float = 1) -> None:

@@ -33,7 +33,8 @@ QUESTION_WORDS = frozenset(
     " together role roles affect affects around near within during after before since".split()
 )
 _SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]*$")
-_LABEL = re.compile(r"^(evidence|summary|answer|question)\s*:\s*", re.I)
+# Labels a small model copies from the prompt: "Answer:", "S1:", "[K2]:" …
+_LABEL = re.compile(r"^(?:(?:evidence|summary|answer|question)\b|\[?[SK]\d{1,3}\]?)\s*:\s*", re.I)
 _NAME = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:of |the |de |and )?[A-Z][\w'’.-]*)*")
 _BRACKET = re.compile(r"\[([^\[\]]{1,24})\]")
 
@@ -201,12 +202,13 @@ def parse_cited(text: str, allowed: set[str]) -> tuple[list[tuple[str, list[str]
     return out, invalid
 
 
-def supported(sentence: str, ids: list[str], evidence: dict[str, str], min_overlap: float = 0.6) -> bool:
-    """True if the sentence cites evidence ids and most of its words occur in that evidence."""
-    words = set(content_words(sentence))
-    support = set(content_words(" ".join(evidence[i] for i in ids)))
+def supported(sentence: str, ids: list[str], evidence: dict[str, str]) -> bool:
+    """True if the sentence cites evidence ids and passes the same grounding check as extracted facts."""
+    from deepresearch.models.extract import is_grounded
+
     complete = bool(_SENTENCE_END.search(sentence))  # a sentence cut by max_tokens is not a claim
-    return complete and bool(ids and words) and len(words & support) / len(words) >= min_overlap
+    known = [evidence[i] for i in ids if i in evidence]
+    return complete and bool(known) and is_grounded(sentence, " ".join(known))
 
 
 def grounded_rewrite(text: Any, evidence: dict[str, str]) -> list[tuple[str, list[str]]] | None:
@@ -275,8 +277,9 @@ def _covered_by_kb(state: ResearchState, deps: Deps, query: str) -> bool:
     return bool(close) and not missing_words(query, " ".join(close))
 
 
-def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any], bool, str | None]:
-    """Cache → backend for one query (no DB access here: it may run in a worker thread)."""
+def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any], bool, str | None, str | None]:
+    """Cache → backend for one query: (results, cache hit, cache key, error). No DB access here:
+    it may run in a worker thread."""
     from deepresearch.search.cache import cached_search
 
     cache = deps.cache if state.options.use_cache else None
@@ -285,9 +288,8 @@ def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any]
     except SearchError as exc:
         # One failed query (network down, server gone) must not end the run: the other
         # queries and the knowledge base still feed the report.
-        deps.progress("search", query=query, skipped=f"search failed: {exc}")
-        return [], False, None
-    return results, hit, key if cache is not None else None  # links only for results that are cached
+        return [], False, None, str(exc)
+    return results, hit, key if cache is not None else None, None  # links only for cached results
 
 
 def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
@@ -318,7 +320,12 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
     # Same URL with another passage (another chunk of one document) is new evidence.
     seen = {(s.url, s.text) for s in sources}
     new: list[str] = []
-    for query, (results, hit, key) in outcomes:
+    for query, (results, hit, key, error) in outcomes:
+        if error:
+            state.bump("search_errors")
+            state.last_search_error = error
+            deps.progress("search", query=query, skipped=f"search failed: {error}")
+            continue
         state.bump("cache_hits" if hit else "backend_searches")
         fresh = 0
         for r in results:
