@@ -266,3 +266,17 @@ def test_whatever_the_model_says_returned_facts_are_grounded(proposals, topic):
         for fact in result.facts:
             assert is_grounded(fact.fact, SOURCE) and fact.source_url == URL
             assert 0.0 <= fact.confidence <= 1.0 and fact.category in CATEGORIES
+
+
+def test_categories_of_technical_text_and_case_of_lowercase_names():
+    from deepresearch.models.extract import classify_category, fallback_facts
+
+    assert classify_category("Reciprocal rank fusion (RRF) merges several ranked lists into one by summing ranks.") == (
+        "technology"
+    )
+    assert classify_category("A table is created with create virtual table t using vec0.") == "technology"
+    assert classify_category("The song was ranked No. 3 on the Billboard chart in 2001.") == "market_data"
+    assert classify_category("The company was founded in 1998 in Santa Clara.") == "historical"
+    text = "sqlite-vec is a SQLite extension that stores and searches vectors in vec0 tables."
+    facts = fallback_facts(text, topic="sqlite-vec", limit=2)
+    assert facts and facts[0].startswith("sqlite-vec ")

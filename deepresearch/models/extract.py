@@ -154,7 +154,8 @@ def is_grounded(fact_text: str, source_text: str) -> bool:
 _CATEGORY_RULES: dict[str, list[str]] = {
     "market_data": [
         r"market share", r"\bshares? of\b", r"\bprices?d?\b", r"\brevenues?\b", r"\bsales\b", r"\bsold\b",
-        r"\bstock\b", r"\bvaluation\b", r"\bvalued at\b", r"\bmarket cap", r"\branked\b", r"\branking",
+        r"\bstock\b", r"\bvaluation\b", r"\bvalued at\b", r"\bmarket cap", r"\b(?:was|is|are) ranked\b",
+        r"\branked (?:no\.|#|first|second|third|\d)", r"\brankings?\b",
         r"\bgrowth\b", r"\bgrew\b", r"\bprofit", r"\bearnings\b", r"\bshipments?\b", r"\bunits\b",
         r"\$\s?\d", r"€\s?\d", r"\d\s?%", r"\bpercent\b", r"\b(?:million|billion|trillion)\b",
         r"\bbox office\b", r"\bgross(?:ed)?\b",
@@ -178,11 +179,17 @@ _CATEGORY_RULES: dict[str, list[str]] = {
         r"\bprinciples?\b", r"\btechniques?\b", r"\btechnolog", r"\bsystems?\b", r"\bbased on\b", r"\buses\b",
         r"\bcomputes?\b", r"\bmechanism\b", r"\btheory\b", r"\bequations?\b", r"\bchips?\b", r"\bnetworks?\b",
         r"\bencryption\b", r"\bscientific\b", r"\bchemical\b", r"\bphysics\b",
+        r"\b(?:file )?formats?\b", r"\bindex(?:es)?\b", r"\bqueries\b", r"\bvectors?\b", r"\bdatabases?\b",
+        r"\bfunctions?\b", r"\bextensions?\b", r"\btokenizers?\b", r"\btables?\b", r"\bsumm?(?:s|ing)?\b",
+        r"\bscores?\b", r"\bcalculat", r"\bembeddings?\b",
         r"技术", r"协议", r"架构", r"标准", r"算法", r"原理",
     ],
     "historical": [
-        r"\bborn\b", r"\bdied\b", r"\bfounded\b", r"\bestablished\b", r"\bformed\b", r"\bcreated\b",
-        r"\bbuilt\b", r"\bwar\b", r"\bbattle\b", r"\bcentury\b", r"\bhistor", r"\bdynasty\b", r"\belected\b",
+        # "created"/"built"/"formed" alone describe how things work ("a table is created with …");
+        # only a date makes them history.
+        r"\bborn\b", r"\bdied\b", r"\bfounded\b", r"\bestablished\b",
+        r"\b(?:formed|created|built) in (?:1[0-9]|20)\d\d\b", r"\bwar\b", r"\bbattle\b", r"\bcentury\b",
+        r"\bhistor", r"\bdynasty\b", r"\belected\b",
         r"\bappointed\b", r"\bwon\b", r"\bawarded\b", r"\bopened\b", r"\bwas (?:a|an|the)\b",
         r"\bin (?:1[0-9]|20)\d\d\b", r"\bfrom (?:1[0-9]|20)\d\d\b",
         r"成立", r"创立", r"出生", r"去世", r"历史", r"年",
@@ -221,7 +228,9 @@ def _clean_sentence(sentence: str) -> str | None:
     s = _CONNECTOR_START.sub("", s)
     if not s or _ANAPHOR_START.match(s) or _URL.search(s) or s.endswith(("?", ":")):
         return None
-    s = s[0].upper() + s[1:]
+    first = s.split(maxsplit=1)[0]
+    if re.fullmatch(r"[a-z]+[,;:]?", first):  # "and the cat…" → "And…"; never "sqlite-vec" → "Sqlite-vec"
+        s = s[0].upper() + s[1:]
     if len(s) > MAX_FACT_CHARS and ";" in s:
         s = s.split(";")[0].rstrip() + "."
     if len(s) > MAX_FACT_CHARS:
