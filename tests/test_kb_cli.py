@@ -219,3 +219,14 @@ def test_cron_script_runs_a_quiet_cron_safe_sweep(home):
     assert re.fullmatch(r"\S+Z sweep: expired 0 fact\(s\), purged 0 in 0 batch\(es\), [\d.]+s\n", done.stdout)
     missing = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "DEEPRESEARCH_HOME" in missing.stderr
+
+
+def test_import_of_a_csv_export_is_one_clear_error(home, fake_model, tmp_path):
+    _add(home, "A fact that will travel through a CSV export")
+    out = tmp_path / "facts.csv"
+    assert kb(home, "export", "--format", "csv", "--output", str(out)).exit_code == 0
+    result = kb(home, "import", str(out))
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {out} is not JSONL (one JSON object per line) — export with `kb export --format jsonl`"
+    ]

@@ -55,7 +55,7 @@ def test_resume_warns_that_new_options_are_ignored(home, fake_embedder):
 
 
 def test_bad_option_value_is_a_usage_error(home):
-    result = runner.invoke(app, ["--home", str(home), "research", "q", "--lifecycle", "sometimes"])
+    result = runner.invoke(app, ["--home", str(home), "research", "q", "--fresh", "sometimes"])
     assert result.exit_code == 2
 
 

@@ -67,13 +67,15 @@ def add(
     category: Optional[str] = typer.Option(
         None, "--category", "-c", help="market_data | product_info | strategy | technology | historical."
     ),
-    confidence: float = typer.Option(0.7, "--confidence", help="Confidence 0–1."),
+    confidence: float = typer.Option(0.7, "--confidence", min=0.0, max=1.0, help="Confidence 0–1."),
     topic: str = typer.Option("", "--topic", help="Research topic the fact belongs to."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Add one fact (an exact duplicate reconfirms the stored fact)."""
-    from deepresearch.facts import Fact
+    from deepresearch.facts import CATEGORIES, Fact, normalize_category
 
+    if category and normalize_category(category) != category.strip().lower().replace("-", "_").replace(" ", "_"):
+        warn(f"unknown category {category!r}; storing it as 'strategy' (known: {', '.join(CATEGORIES)})")
     with _kb(ctx) as kb:
         result = kb.add_facts(
             [Fact(text, source, research_topic=topic, category=category or "", confidence=confidence)]

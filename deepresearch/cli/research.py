@@ -19,13 +19,6 @@ class Fresh(str, Enum):
     low = "low"
 
 
-class Lifecycle(str, Enum):
-    off = "off"
-    inform = "inform"
-    freshness = "freshness"
-    lifecycle = "lifecycle"
-
-
 class Backend(str, Enum):
     corpus = "corpus"
     zim = "zim"
@@ -76,8 +69,11 @@ def research(
     fresh: Optional[Fresh] = typer.Option(
         None, "--fresh", help="Freshness level: max age of facts that count as known."
     ),
-    lifecycle: Optional[Lifecycle] = typer.Option(
-        None, "--lifecycle", help="How recalled facts are filtered and worded."
+    lifecycle: Optional[str] = typer.Option(
+        None,
+        "--lifecycle",
+        help="How recalled facts are filtered and worded: off | inform | freshness | lifecycle"
+        " (invalid → freshness, as for KB_LIFECYCLE_MODE and kb query).",
     ),
     backend: Optional[Backend] = typer.Option(None, "--backend", help="Search backend."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
@@ -89,6 +85,7 @@ def research(
 ) -> None:
     """Research a question: recall, plan, search, summarize, extract, reflect, report."""
     from deepresearch.errors import InputError, SearchError
+    from deepresearch.kb.lifecycle import effective_mode
     from deepresearch.research.loop import options_from_config, run_research
 
     if not resume and not (question or "").strip():
@@ -116,7 +113,7 @@ def research(
                 loops=loops,
                 queries=queries,
                 fresh=fresh and fresh.value,
-                lifecycle=lifecycle and lifecycle.value,
+                lifecycle=lifecycle and effective_mode(lifecycle, ws.config.kb),
                 backend=backend and backend.value,
                 use_cache=False if no_cache else None,
                 kb_write=False if no_kb_write else None,

@@ -216,6 +216,10 @@ def import_jsonl(kb: KnowledgeBase, path: Path | str, now: float | None = None) 
         lines = Path(path).read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc} — pass a UTF-8 JSONL file") from None
+    head = [line for line in lines[:200] if line.strip()]
+    if head and not any(line.lstrip().startswith("{") for line in head):
+        # A CSV/Parquet export (or any other file) would otherwise give one rejection per line.
+        raise InputError(f"{path} is not JSONL (one JSON object per line) — export with `kb export --format jsonl`")
     facts: list[Fact] = []
     bad = AddResult()
     for number, line in enumerate(lines, 1):

@@ -7,6 +7,7 @@ raises `InputError` with a message that names the fix.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -264,6 +265,9 @@ def read_pdf_file(path: Path) -> tuple[str, str]:
     """(title, text) of a PDF via pypdf; a PDF without a text layer is an InputError."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
+
+    # pypdf logs its own warnings about broken files; our InputError below is the one message.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
 
     data = _read_bytes(path)
     _require_text(path, "x" if data else "")
