@@ -230,3 +230,11 @@ def test_import_of_a_csv_export_is_one_clear_error(home, fake_model, tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"Error: {out} is not JSONL (one JSON object per line) — export with `kb export --format jsonl`"
     ]
+
+
+def test_sweep_of_a_missing_workspace_fails_instead_of_creating_one(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = runner.invoke(app, ["--home", str(missing), "kb", "sweep", "--json", "--quiet"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: no workspace at {missing} (knowledge base {missing / 'deepresearch.db'})")
+    assert not missing.exists()

@@ -180,9 +180,20 @@ def sweep(
     ),
     batch: int = typer.Option(500, "--batch", min=1, help="Facts per transaction."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on success (for cron)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print nothing on success (for cron); --json output is still printed."
+    ),
 ) -> None:
     """Expire facts past their TTL (cron-safe: short transactions, exit 0 on success)."""
+    from deepresearch.errors import NotFound
+    from deepresearch.workspace import DB_NAME, resolve_home
+
+    # A cron job with a wrong or missing DEEPRESEARCH_HOME must fail, not sweep a new empty KB.
+    home = resolve_home(ctx.find_root().params.get("home"))
+    if not home.is_dir():
+        raise NotFound(
+            f"no workspace at {home} (knowledge base {home / DB_NAME}) — pass --home or set DEEPRESEARCH_HOME"
+        )
     with _kb(ctx) as kb:
         result = kb.sweep(purge=purge, batch=batch, dry_run=dry_run)
     if as_json:
