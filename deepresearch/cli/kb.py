@@ -104,20 +104,10 @@ def import_(
 
 
 def _hit_json(hit: Any) -> dict[str, Any]:
-    keys = (
-        "id",
-        "fact",
-        "source_url",
-        "sources",
-        "category",
-        "confidence",
-        "raw_confidence",
-        "relevance",
-        "age_days",
-        "created_at",
-        "research_topic",
-    )
-    return {k: getattr(hit, k) for k in keys}
+    """The `kb query --json` shape of a hit: every Hit field except the internal ones."""
+    import dataclasses
+
+    return {k: v for k, v in dataclasses.asdict(hit).items() if k not in ("verified_at", "status")}
 
 
 @app.command("query")
