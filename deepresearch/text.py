@@ -103,6 +103,11 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS]
 
 
+def stem(word: str) -> str:
+    """A crude stem so 'years'/'year' and 'founded'/'founding' match (grounding and merging share it)."""
+    return word[:6] if len(word) > 6 else word.rstrip("s") if len(word) > 3 else word
+
+
 def numbers(text: str) -> set[str]:
     """Numbers as written (commas dropped), e.g. {'2023', '40%', '1.5'}."""
     return {n.replace(",", "") for n in _NUMBER.findall(text)}

@@ -50,6 +50,17 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
             typer.echo(f"   {result.snippet}")
 
 
+def _evict_cached_corpus_results(ws: Any) -> None:
+    """Cached corpus searches are stale once documents change."""
+    from deepresearch.search.cache import SearchCache
+
+    cache = SearchCache.from_workspace(ws)
+    try:
+        cache.evict_backend("corpus")
+    finally:
+        cache.close()
+
+
 @app.command("add")
 def add(
     ctx: typer.Context,
@@ -62,7 +73,6 @@ def add(
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
 ) -> None:
     """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced)."""
-    from deepresearch.search.cache import SearchCache
     from deepresearch.search.corpus import Corpus
     from deepresearch.search.readers import TableSpec
 
@@ -73,7 +83,7 @@ def add(
     if is_tty():
         typer.echo("", err=True)
     if report.documents or report.removed_documents:
-        SearchCache.from_workspace(ws).evict_backend("corpus")  # cached corpus results are now stale
+        _evict_cached_corpus_results(ws)
     for message in report.errors:
         typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
     if as_json:
@@ -139,14 +149,13 @@ def remove(
 ) -> None:
     """Remove ingested files (their documents, chunks, index rows and vectors)."""
     from deepresearch.errors import InputError
-    from deepresearch.search.cache import SearchCache
     from deepresearch.search.corpus import Corpus
 
     if not paths and not all_sources:
         raise InputError("name the files to remove (see `deepresearch corpus list`) or pass --all")
     ws = open_workspace(ctx)
     removed = Corpus(ws.db, None, ws.config.search.corpus).remove(paths or [], all_sources=all_sources)
-    SearchCache.from_workspace(ws).evict_backend("corpus")
+    _evict_cached_corpus_results(ws)
     ws.close()
     if as_json:
         echo_json({"removed_documents": removed})

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
+from deepresearch.cli.common import echo_json, is_tty, status, warn
 
 sync_app = typer.Typer(help="Synchronise the knowledge base with a vector database.", no_args_is_help=True)
 
@@ -34,8 +34,7 @@ def milvus(
 ) -> None:
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
     direction = _direction(push, pull, both)
-    from deepresearch.db import sqlite_errors
-    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.cli.kb import _kb
     from deepresearch.kb.sync import sync_milvus, validate_collection
 
     validate_collection(collection)  # fail before opening the workspace or loading anything
@@ -44,12 +43,8 @@ def milvus(
         if is_tty():
             status(f"{stage}: {done}/{total}" if total else f"{stage}: {done} read")
 
-    ws = open_workspace(ctx)
-    try:
-        with sqlite_errors(ws.db_path):
-            report: Any = sync_milvus(KnowledgeBase.from_workspace(ws), uri, collection, direction, dry_run, progress)
-    finally:
-        ws.close()
+    with _kb(ctx) as kb:
+        report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
     for message in report.warnings[:20]:
         warn(message)
     if as_json:

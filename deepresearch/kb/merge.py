@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import DeepResearchError, ModelError
 from deepresearch.facts import Fact
-from deepresearch.text import STOPWORDS, content_words, numbers, words
+from deepresearch.text import STOPWORDS, content_words, numbers, stem, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,13 +49,8 @@ _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without"
 _END = " .。!！;"
 
 
-def _stem(word: str) -> str:
-    """A crude stem so 'years'/'year' and 'founded'/'founding' match (as in extraction)."""
-    return word[:6] if len(word) > 6 else word.rstrip("s") if len(word) > 3 else word
-
-
 def _stems(text: str) -> set[str]:
-    return {_stem(w) for w in content_words(text)}
+    return {stem(w) for w in content_words(text)}
 
 
 def _negated(text: str) -> bool:
@@ -67,7 +62,7 @@ def _tokens(text: str) -> list[str]:
 
 
 def _key(token: str) -> str:
-    return _stem(token.lower().strip(".,;:!?\"'()[]"))
+    return stem(token.lower().strip(".,;:!?\"'()[]"))
 
 
 def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:

@@ -231,7 +231,7 @@ class KnowledgeBase:
                     continue
                 action = plan.get(n)
                 if action is not None and action.kind == "merge" and action.fact is not None:
-                    merged_id = self._apply_merge(action, n, batch_ids, vectors, now, result)
+                    merged_id = self._apply_merge(action, batch_ids, vectors, now, result)
                     if merged_id is not None:
                         batch_ids[n] = by_hash[digest] = merged_id
                         continue
@@ -307,7 +307,6 @@ class KnowledgeBase:
     def _apply_merge(
         self,
         action: Action,
-        n: int,
         batch_ids: dict[int, str],
         vectors: dict[str, Any],
         now: float,

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 
 from deepresearch.db import set_meta, transaction
 from deepresearch.errors import DeepResearchError
+from deepresearch.kb.store import MISSING_KEY
 
 if TYPE_CHECKING:
     from deepresearch.kb.store import KnowledgeBase
-
-MISSING_KEY = "kb.vectors_missing"  # same key as store.MISSING_KEY (store imports this module lazily)
 
 
 @dataclass

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from deepresearch.config import EmbeddingConfig
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_DIMENSION = 384
 
 
 class Embedder(ABC):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from deepresearch.errors import ModelError
 from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY, Fact, normalize_category, text_hash
 from deepresearch.prompts import EXTRACT_FACTS, extract_schema
-from deepresearch.text import content_words, has_cjk, normalize_space, numbers, split_sentences, words
+from deepresearch.text import content_words, has_cjk, normalize_space, numbers, split_sentences, stem, words
 
 if TYPE_CHECKING:
     from deepresearch.models.llm import ChatModel
@@ -74,18 +74,13 @@ class ExtractionResult:
 # --- grounding ---------------------------------------------------------------------------
 
 
-def _stem(word: str) -> str:
-    """A crude stem so 'founded'/'founding' and 'shares'/'share' match."""
-    return word[:6] if len(word) > 6 else word.rstrip("s") if len(word) > 3 else word
-
-
 class _Source:
     """Word, number and per-sentence indexes of one source text."""
 
     def __init__(self, text: str):
         self.text = normalize_space(text)
         self.sentences = _sentences(text) or [self.text]
-        self.sentence_stems = [{_stem(w) for w in words(s)} for s in self.sentences]
+        self.sentence_stems = [{stem(w) for w in words(s)} for s in self.sentences]
         self.stems = set().union(*self.sentence_stems) if self.sentence_stems else set()
         self.numbers = {n.rstrip("%") for n in numbers(self.text)}
         self.lower = self.text.lower()
@@ -115,7 +110,7 @@ def grounding_problem(fact_text: str, source: str | _Source, topic: str = "") ->
         return "contains a URL"
     if fact.endswith("?"):
         return "a question, not a claim"
-    stems = [_stem(w) for w in content_words(fact)]
+    stems = [stem(w) for w in content_words(fact)]
     if len(stems) < (4 if has_cjk(fact) else 3):
         return "too few content words"
     if not has_cjk(fact) and not _looks_like_claim(fact):
@@ -125,7 +120,7 @@ def grounding_problem(fact_text: str, source: str | _Source, topic: str = "") ->
         return f"numbers not in source: {sorted(missing_numbers)[:3]}"
     if not has_cjk(fact):
         names = {w.lower() for w in _CAPITALIZED.findall(fact)}
-        missing_names = sorted(n for n in names if n not in src.lower and _stem(n) not in src.stems)
+        missing_names = sorted(n for n in names if n not in src.lower and stem(n) not in src.stems)
         if missing_names:
             return f"names not in source: {missing_names[:3]}"
     coverage = sum(s in src.stems for s in stems) / len(stems)
@@ -135,7 +130,7 @@ def grounding_problem(fact_text: str, source: str | _Source, topic: str = "") ->
     best = max(sum(s in window for s in stems) / len(stems) for window in windows)
     if best < MIN_WINDOW_COVERAGE:
         return f"no source passage supports it (best {best:.0%})"
-    if topic and set(stems) <= {_stem(w) for w in content_words(topic)}:
+    if topic and set(stems) <= {stem(w) for w in content_words(topic)}:
         return "only repeats the topic"
     return None
 
@@ -256,7 +251,7 @@ def _sentences(text: str) -> list[str]:
 
 def fallback_facts(text: str, topic: str = "", limit: int = 5) -> list[str]:
     """Extractive facts: self-contained sentences with names or numbers, most topical first."""
-    topic_stems = {_stem(w) for w in content_words(topic)}
+    topic_stems = {stem(w) for w in content_words(topic)}
     candidates: list[tuple[float, int, str]] = []
     seen: set[str] = set()
     for position, sentence in enumerate(_sentences(text)):
@@ -267,7 +262,7 @@ def fallback_facts(text: str, topic: str = "", limit: int = 5) -> list[str]:
         if not (has_number or has_name):
             continue
         seen.add(text_hash(claim))
-        stems = {_stem(w) for w in content_words(claim)}
+        stems = {stem(w) for w in content_words(claim)}
         overlap = len(stems & topic_stems) / len(topic_stems) if topic_stems else 0.0
         score = 2.0 * overlap + 0.5 * has_number + 0.3 * has_name + 0.5 / (1 + position)
         candidates.append((score, position, claim))
@@ -356,7 +351,7 @@ def extract_facts(
     kept_stems: list[set[str]] = []
 
     def keep(claim: str, category: str, confidence: float, method: str) -> bool:
-        stems = {_stem(w) for w in content_words(claim)}
+        stems = {stem(w) for w in content_words(claim)}
         if any(_similar(stems, other) for other in kept_stems):
             return False
         kept.append((claim, category, confidence, method))

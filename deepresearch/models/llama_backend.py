@@ -283,10 +283,6 @@ class LlamaCppModel(ChatModel):
             "chat_template": llama.template_source,
         }
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens `text` takes in this model's vocabulary."""
-        return len(self._load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
     def complete(
         self,
         messages: list[Message],

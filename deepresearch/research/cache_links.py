@@ -53,16 +53,11 @@ def evict_if_superseded(conn: Any, kb: Any, cache: Any, cache_key: str) -> bool:
 
 
 def evict_for_fact(conn: Any, cache: Any, fact_id: str) -> int:
-    """Evict every cache entry that produced `fact_id` (call when the KB supersedes it)."""
+    """Evict every cache entry that produced `fact_id` (for callers that supersede a fact outside a run;
+    runs evict lazily through `evict_if_superseded` before each search)."""
     keys = [
         r[0] for r in conn.execute("select distinct cache_key from research_cache_facts where fact_id = ?", (fact_id,))
     ]
     for key in keys:
         _drop_key(conn, cache, key)
     return len(keys)
-
-
-def evict_superseded(conn: Any, kb: Any, cache: Any) -> int:
-    """Sweep all links: evict every cache entry whose facts were superseded; return how many."""
-    keys = [r[0] for r in conn.execute("select distinct cache_key from research_cache_facts")]
-    return sum(evict_if_superseded(conn, kb, cache, key) for key in keys)

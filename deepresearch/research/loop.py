@@ -110,9 +110,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> steps.Deps:
     from deepresearch.search.cache import SearchCache
 
     cfg = ws.config
-    cache = (
-        SearchCache(ws.cache_dir, cfg.search.cache.ttl_seconds) if opts.use_cache and cfg.search.cache.enabled else None
-    )
+    cache = SearchCache.from_workspace(ws) if opts.use_cache and cfg.search.cache.enabled else None
     return steps.Deps(
         kb=KnowledgeBase.from_workspace(ws),
         model=get_chat_model(cfg.llm),

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Steps in the order the router visits them; `done` ends the run.
-STEPS = ("recall", "plan", "search", "summarize", "extract", "reflect", "report", "done")
 
 
 @dataclass

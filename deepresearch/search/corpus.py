@@ -8,6 +8,7 @@ documents replaced, identical content already stored elsewhere is not added twic
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -21,7 +22,7 @@ from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError
 from deepresearch.facts import text_hash
 from deepresearch.search.backends import SearchResult
 from deepresearch.search.readers import SUPPORTED, RawDocument, TableSpec, is_table, iter_table, read_file
-from deepresearch.text import STOPWORDS, has_cjk, split_sentences, truncate, words
+from deepresearch.text import STOPWORDS, content_words, has_cjk, split_sentences, truncate, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,7 +38,6 @@ META_MODEL = "corpus.embedding_model"
 META_DIM = "corpus.embedding_dim"
 ROW_BATCH = 256
 SNIPPET_CHARS = 300
-_CJK_CHUNK_UNIT = 2  # CJK characters per "word" when sizing chunks (no spaces to count)
 
 
 @dataclass
@@ -123,7 +123,7 @@ def _file_hash(path: Path) -> str:
 
 def _snippet(text: str, query: str) -> str:
     """The sentence sharing most words with the query (plus what follows), cut to ~300 chars."""
-    wanted = set(words(query)) - STOPWORDS
+    wanted = set(content_words(query))
     sentences = split_sentences(text) or [text]
     best = max(range(len(sentences)), key=lambda i: len(wanted & set(words(sentences[i]))))
     return truncate(" ".join(sentences[best:]), SNIPPET_CHARS)
@@ -334,7 +334,7 @@ class Corpus:
         }
         seen: set[str] = set()
         inserted = 0
-        for batch in _chain([first], batches):
+        for batch in itertools.chain([first], batches):
             inserted += self._write_batch(source_id, batch, existing, seen, report)
             if progress and tabular:
                 progress(
@@ -590,8 +590,3 @@ def rrf_fuse(lists: Iterable[tuple[float, list[tuple[int, int, float]]]], k: flo
                 best[doc_id] = (part, chunk_id)
     order = sorted(scores, key=lambda d: -scores[d])
     return [(best[d][1], scores[d]) for d in order]
-
-
-def _chain(*parts: Iterable[list[RawDocument]]) -> Iterator[list[RawDocument]]:
-    for part in parts:
-        yield from part
