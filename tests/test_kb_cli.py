@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
-from deepresearch.models import embed
 from tests.fakes import FakeEmbedder
 
 runner = CliRunner()
@@ -18,11 +17,9 @@ ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
 
 @pytest.fixture
-def fake_model(monkeypatch):
-    """The configured embedding model, replaced through the per-process embedder cache."""
-    fake = FakeEmbedder(model_id="fake-embedder")
-    monkeypatch.setitem(embed._CACHE, ("sentence-transformers", None), fake)
-    return fake
+def fake_model(use_embedder):
+    """The configured embedding model, plugged in through the embedding registry."""
+    return use_embedder(FakeEmbedder(model_id="fake-embedder"))
 
 
 def kb(home, *args, input=None):
@@ -107,13 +104,11 @@ def test_degraded_query_prints_warning(home, fake_model, monkeypatch):
     assert data["degraded"] is True and "sqlite-vec" in data["reason"] and len(data["hits"]) == 1
 
 
-def test_model_mismatch_exits_1_names_reembed_and_leaves_db_unchanged(home, fake_model, monkeypatch):
+def test_model_mismatch_exits_1_names_reembed_and_leaves_db_unchanged(home, fake_model, use_embedder):
     _add(home, "Facts embedded with the first model")
     db = home / "deepresearch.db"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
-    monkeypatch.setitem(
-        embed._CACHE, ("sentence-transformers", None), FakeEmbedder(dimension=128, model_id="other-model")
-    )
+    use_embedder(FakeEmbedder(dimension=128, model_id="other-model"))
     for args in (
         ["query", "first model"],
         ["add", "Another fact for the other model", "--source", "https://x.example"],

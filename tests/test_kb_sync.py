@@ -295,12 +295,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def fake_model(monkeypatch):
-    from deepresearch.models import embed
-
-    fake = FakeEmbedder(model_id="fake-embedder")
-    monkeypatch.setitem(embed._CACHE, ("sentence-transformers", None), fake)
-    return fake
+def fake_model(use_embedder):
+    return use_embedder(FakeEmbedder(model_id="fake-embedder"))
 
 
 def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):

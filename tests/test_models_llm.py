@@ -9,20 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepresearch.config import LLMConfig
-from deepresearch.errors import ModelError, ModelNotFound
-from deepresearch.models import llm
+from deepresearch.errors import ConfigError, ModelError, ModelNotFound
+from deepresearch.models import llm, shipped
 from deepresearch.models.llm import (
     ChatModel,
     Completion,
     PromptTooLong,
-    available_models,
     complete_json,
     get_chat_model,
     parse_json,
     register_chat_model,
-    resolve_model_path,
     schema_errors,
 )
+from deepresearch.models.shipped import available_models, resolve_model_path
 from deepresearch.prompts import EXTRACT_FACTS, JSON_RETRY, MERGE_FACTS, MERGE_SCHEMA, Prompt, extract_schema
 from tests.fakes import FakeChatModel
 
@@ -116,19 +115,25 @@ def test_schema_errors_name_the_path():
 
 def test_registry_plugs_in_a_backend_and_caches_per_config(monkeypatch):
     created = []
-    # Registered the way an extension would; monkeypatch restores the real factory afterwards.
-    monkeypatch.setitem(llm.CHAT_MODELS, "llama-cpp", llm.CHAT_MODELS["llama-cpp"])
     monkeypatch.setattr(llm, "_LOADED", {})
 
-    @register_chat_model("llama-cpp")
+    # Registered with the same call the built-ins use; the config names it as a plain string.
+    @register_chat_model("fake")
     def factory(config):
         created.append(config)
         return FakeChatModel(["hi"])
 
-    a = get_chat_model(LLMConfig(model_path="/x.gguf"))
-    assert a is get_chat_model(LLMConfig(model_path="/x.gguf"))
-    assert a is not get_chat_model(LLMConfig(model_path="/x.gguf", n_ctx=1024))
-    assert len(created) == 2
+    try:
+        a = get_chat_model(LLMConfig(backend="fake", model_path="/x.gguf"))
+        assert a is get_chat_model(LLMConfig(backend="fake", model_path="/x.gguf"))
+        assert a is not get_chat_model(LLMConfig(backend="fake", model_path="/x.gguf", n_ctx=1024))
+        assert len(created) == 2
+    finally:
+        llm.CHAT_MODELS.unregister("fake")
+    with pytest.raises(
+        ConfigError, match=r"unknown llm backend 'fake' — choose one of llama-cpp, openai \(llm\.backend"
+    ):
+        get_chat_model(LLMConfig(backend="fake"))
 
 
 def test_missing_model_file_names_the_fix(tmp_path):
@@ -141,8 +146,8 @@ def test_missing_model_file_names_the_fix(tmp_path):
 
 def test_default_model_is_the_shipped_gguf():
     path = resolve_model_path(LLMConfig())
-    assert path == llm.default_gguf_path() and path.suffix == ".gguf" and path.stat().st_size > 50_000_000
-    assert resolve_model_path(LLMConfig(model_path=llm.SMOLLM2)) == path
+    assert path == shipped.default_gguf_path() and path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+    assert resolve_model_path(LLMConfig(model_path=shipped.SMOLLM2)) == path
 
 
 def test_gemma_is_assembled_once_into_the_cache_and_reused(tmp_path, monkeypatch):
@@ -162,22 +167,22 @@ def test_gemma_is_assembled_once_into_the_cache_and_reused(tmp_path, monkeypatch
     monkeypatch.setattr(gemma, "chunk_paths", lambda: chunks)
     monkeypatch.setattr(gemma, "assemble", fake_assemble)
     with pytest.raises(ModelNotFound, match="not assembled yet"):
-        llm.shipped_model_path(llm.GEMMA3, assemble=False)
-    first = llm.shipped_model_path(llm.GEMMA3)
+        shipped.shipped_model_path(shipped.GEMMA3, assemble=False)
+    first = shipped.shipped_model_path(shipped.GEMMA3)
     assert first == tmp_path / "cache" / "deepresearch" / "models" / gemma.MODEL_NAME
     assert first.stat().st_size == 2000
-    assert llm.shipped_model_path(llm.GEMMA3) == first
+    assert shipped.shipped_model_path(shipped.GEMMA3) == first
     assert len(calls) == 1 and not list(first.parent.glob("*.part"))
     first.write_bytes(b"truncated")  # a broken earlier copy is rebuilt
-    assert llm.shipped_model_path(llm.GEMMA3).stat().st_size == 2000 and len(calls) == 2
+    assert shipped.shipped_model_path(shipped.GEMMA3).stat().st_size == 2000 and len(calls) == 2
 
 
 def test_available_models_lists_configured_and_shipped(tmp_path):
     rows = available_models(LLMConfig(model_path=str(tmp_path / "big.gguf")))
     assert rows[0]["status"] == "configured, missing" and rows[0]["path"].endswith("big.gguf")
     names = {r["name"]: r for r in rows}
-    assert names[llm.SMOLLM2]["default"] is True and names[llm.SMOLLM2]["status"] == "found"
-    assert llm.GEMMA3 in names
+    assert names[shipped.SMOLLM2]["default"] is True and names[shipped.SMOLLM2]["status"] == "found"
+    assert shipped.GEMMA3 in names
     rows = available_models(LLMConfig(backend="openai"))
     assert rows[0]["backend"] == "openai" and rows[0]["status"] == "configured"
 

@@ -24,7 +24,7 @@ def list_models(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show the configured model and the GGUF models shipped in installed packages."""
-    from deepresearch.models.llm import available_models
+    from deepresearch.models.shipped import available_models
 
     ws = open_workspace(ctx)
     rows = available_models(ws.config.llm)

@@ -1,56 +1,28 @@
 """Embedding backends. Vectors are float32, L2-normalized, shape (n, dimension).
 
-Backends register by name in `EMBEDDERS`; built-ins use the same `register_embedder`
-decorator an extension would. Heavy imports (torch, sentence-transformers) happen only
-when a model is first used, never at CLI start-up.
+Backends register by name in `EMBEDDERS` (`deepresearch.models.base`); built-ins use the
+same `register_embedder` decorator an extension or a test fake uses. Heavy imports
+(torch, sentence-transformers) happen only when a model is first used, never at CLI start-up.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from deepresearch.errors import ModelError, ModelNotFound
+from deepresearch.models.base import EMBEDDERS, Embedder, register_embedder
 
 if TYPE_CHECKING:
     import numpy as np
 
     from deepresearch.config import EmbeddingConfig
 
+__all__ = ["EMBEDDERS", "Embedder", "get_embedder", "register_embedder"]
+
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-class Embedder(ABC):
-    """Turns texts into unit-length vectors. `model_id` and `dimension` are recorded in the DB."""
-
-    model_id: str
-    dimension: int
-
-    @abstractmethod
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Embed `texts` into a float32 array of shape (len(texts), dimension), rows L2-normalized."""
-
-    def embed(self, text: str) -> np.ndarray:
-        """Embed one text into a float32 vector of length `dimension`."""
-        return self.embed_batch([text])[0]
-
-
-EMBEDDERS: dict[str, Callable[[EmbeddingConfig], Embedder]] = {}
-
-
-def register_embedder(
-    name: str,
-) -> Callable[[Callable[[EmbeddingConfig], Embedder]], Callable[[EmbeddingConfig], Embedder]]:
-    """Register an embedding backend factory under `name` (used by `embedding.backend`)."""
-
-    def decorator(factory: Callable[[EmbeddingConfig], Embedder]) -> Callable[[EmbeddingConfig], Embedder]:
-        EMBEDDERS[name] = factory
-        return factory
-
-    return decorator
 
 
 def default_model_path() -> Path:
@@ -132,9 +104,5 @@ def get_embedder(config: EmbeddingConfig) -> Embedder:
     """The embedder for `config`, created once per process (models are expensive to load)."""
     key = (config.backend, config.model)
     if key not in _CACHE:
-        try:
-            factory = EMBEDDERS[config.backend]
-        except KeyError:
-            raise ModelNotFound(f"unknown embedding backend {config.backend!r}; known: {sorted(EMBEDDERS)}") from None
-        _CACHE[key] = factory(config)
+        _CACHE[key] = EMBEDDERS.get(config.backend)(config)
     return _CACHE[key]

@@ -25,14 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import ModelError
-from deepresearch.models.llm import (
-    ChatModel,
-    Completion,
-    Message,
-    PromptTooLong,
-    parse_json,
-    resolve_model_path,
-)
+from deepresearch.models.base import ChatModel, Completion, Message, PromptTooLong, parse_json
+from deepresearch.models.shipped import resolve_model_path
 
 if TYPE_CHECKING:
     from deepresearch.config import LLMConfig

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.errors import ModelError
-from deepresearch.models.llm import ChatModel, Completion, Message, parse_json
+from deepresearch.models.base import ChatModel, Completion, Message, parse_json
 
 if TYPE_CHECKING:
     import httpx

@@ -1,90 +1,26 @@
-"""Search backends: one small abstract class and a registry.
+"""Search backends as callers use them: the configured backend for a workspace.
 
-Built-ins (`corpus`, `zim`, `searxng`) register through `register_backend`, the same seam an
-extension would use; their modules import lazily so optional dependencies stay optional.
+The types and the registry live in `deepresearch.search.base` (re-exported here for
+callers). Built-ins (`corpus`, `zim`, `searxng`) register below with `register_backend`, the
+same call an extension or a test fake uses; their modules import lazily so optional
+dependencies stay optional.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from deepresearch.errors import SearchError
+from deepresearch.search.base import BACKENDS, SearchBackend, SearchResult, register_backend
 
 if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
 
-
-@dataclass
-class SearchResult:
-    """One hit: `text` is the passage to read, `snippet` a short excerpt for display."""
-
-    title: str
-    url: str
-    snippet: str
-    text: str
-    score: float
-    backend: str = ""
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain dict (the JSON form stored in the search cache)."""
-        return {
-            "title": self.title,
-            "url": self.url,
-            "snippet": self.snippet,
-            "text": self.text,
-            "score": self.score,
-            "backend": self.backend,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> SearchResult:
-        """Inverse of `to_dict` (unknown keys are ignored)."""
-        return cls(
-            title=str(data.get("title", "")),
-            url=str(data.get("url", "")),
-            snippet=str(data.get("snippet", "")),
-            text=str(data.get("text", "")),
-            score=float(data.get("score", 0.0) or 0.0),  # type: ignore[arg-type]
-            backend=str(data.get("backend", "")),
-        )
-
-
-class SearchBackend(ABC):
-    """Answers a query with up to `count` results. `io_bound` backends may run concurrently."""
-
-    name: str = ""
-    io_bound: bool = False
-
-    @abstractmethod
-    def search(self, query: str, count: int) -> list[SearchResult]:
-        """The best `count` results for `query` ([] when nothing matches)."""
-
-
-BackendFactory = Callable[["Workspace"], SearchBackend]
-BACKENDS: dict[str, BackendFactory] = {}
-
-
-def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
-    """Register a backend factory `factory(workspace) -> SearchBackend` under `name`."""
-
-    def decorator(factory: BackendFactory) -> BackendFactory:
-        BACKENDS[name] = factory
-        return factory
-
-    return decorator
+__all__ = ["BACKENDS", "CorpusBackend", "SearchBackend", "SearchResult", "get_backend", "register_backend"]
 
 
 def get_backend(name: str, ws: Workspace) -> SearchBackend:
     """The backend `name` configured from the workspace; unknown or misconfigured → SearchError."""
-    factory = BACKENDS.get(name)
-    if factory is None:
-        raise SearchError(
-            f"unknown search backend {name!r} — choose one of {', '.join(sorted(BACKENDS))}"
-            " (search.backend in your config, or --backend)"
-        )
-    return factory(ws)
+    return BACKENDS.get(name)(ws)
 
 
 class CorpusBackend(SearchBackend):

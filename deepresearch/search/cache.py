@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import diskcache
 
-from deepresearch.search.backends import SearchBackend, SearchResult
+from deepresearch.search.base import SearchBackend, SearchResult
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from deepresearch.db import get_meta, set_meta, sqlite_errors, transaction
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, NotFound, SearchError
 from deepresearch.facts import text_hash
-from deepresearch.search.backends import SearchResult
+from deepresearch.search.base import SearchResult
 from deepresearch.search.readers import SUPPORTED, RawDocument, TableSpec, is_table, iter_table, read_file
 from deepresearch.text import STOPWORDS, content_words, has_cjk, split_sentences, truncate, words
 

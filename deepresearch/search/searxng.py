@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from deepresearch.errors import SearchError
-from deepresearch.search.backends import SearchBackend, SearchResult
+from deepresearch.search.base import SearchBackend, SearchResult
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from deepresearch.errors import SearchError
-from deepresearch.search.backends import SearchBackend, SearchResult
+from deepresearch.search.base import SearchBackend, SearchResult
 from deepresearch.search.readers import html_to_text
 from deepresearch.text import truncate
 
