@@ -24,20 +24,27 @@ def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None) 
     return Workspace.open(home, config_file=config_file, overrides=overrides)
 
 
-def echo_json(data: Any) -> None:
-    """Print `data` as indented JSON on stdout (dataclasses and paths are converted)."""
+def json_default(obj: Any) -> Any:
+    """`json.dumps` fallback for what commands return: dataclasses, paths, numpy values."""
     import dataclasses
 
-    def default(obj: Any) -> Any:
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            return dataclasses.asdict(obj)
-        if isinstance(obj, Path):
-            return str(obj)
-        if hasattr(obj, "tolist"):
-            return obj.tolist()
-        raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=default))
+
+def to_jsonable(data: Any) -> Any:
+    """`data` as plain JSON values (dicts, lists, strings, numbers): the `--json` shape."""
+    return json.loads(json.dumps(data, ensure_ascii=False, default=json_default))
+
+
+def echo_json(data: Any) -> None:
+    """Print `data` as indented JSON on stdout (dataclasses and paths are converted)."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
 
 
 def warn(message: str) -> None:

@@ -30,17 +30,20 @@ def _kb(ctx: typer.Context) -> Iterator[Any]:
 MAX_WARNINGS = 20
 
 
+def add_result_json(result: Any) -> dict[str, Any]:
+    """The `kb add --json` shape of an AddResult (also what the MCP `kb_add` tool returns)."""
+    return {
+        "added": result.added,
+        "reconfirmed": result.reconfirmed,
+        "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
+        "merged": result.merged,
+        "flagged": [{"id": a, "other_id": b, "reason": r} for a, b, r in result.flagged],
+    }
+
+
 def _report_add(result: Any, as_json: bool, list_ids: bool = True) -> None:
     if as_json:
-        echo_json(
-            {
-                "added": result.added,
-                "reconfirmed": result.reconfirmed,
-                "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
-                "merged": result.merged,
-                "flagged": [{"id": a, "other_id": b, "reason": r} for a, b, r in result.flagged],
-            }
-        )
+        echo_json(add_result_json(result))
     else:
         typer.echo(
             f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)},"
@@ -110,6 +113,11 @@ def _hit_json(hit: Any) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(hit).items() if k not in ("verified_at", "status")}
 
 
+def recall_json(recall: Any) -> dict[str, Any]:
+    """The `kb query --json` shape of a Recall (also what the MCP `kb_query` tool returns)."""
+    return {"degraded": recall.degraded, "reason": recall.reason, "hits": [_hit_json(h) for h in recall.hits]}
+
+
 @app.command("query")
 def query(
     ctx: typer.Context,
@@ -142,13 +150,7 @@ def query(
     if recall.degraded:
         warn(f"keyword search only, not semantic recall: {recall.reason}")
     if as_json:
-        echo_json(
-            {
-                "degraded": recall.degraded,
-                "reason": recall.reason,
-                "hits": [_hit_json(h) for h in recall.hits],
-            }
-        )
+        echo_json(recall_json(recall))
         return
     if not recall.hits:
         status(f"no facts found (lifecycle mode: {recall.mode})")
