@@ -80,7 +80,7 @@ def main(
 
 
 def _register() -> None:
-    from deepresearch.cli import corpus, doctor, kb, kb_sync, models, research
+    from deepresearch.cli import corpus, doctor, kb, kb_sync, mcp, models, research
 
     app.command("doctor")(doctor.doctor)
     kb.app.add_typer(kb_sync.sync_app, name="sync")
@@ -93,6 +93,7 @@ def _register() -> None:
     app.command("extract")(models.extract)
     app.command("research")(research.research)
     app.add_typer(research.runs_app, name="runs")
+    app.command("mcp")(mcp.mcp)
 
 
 _register()
