@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'deepresearch[mcp]')")
 
-from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from deepresearch.cli.main import app  # noqa: E402
@@ -238,6 +238,7 @@ def test_recall_is_not_blocked_by_a_running_research_and_cancel_stops_it(home: P
     from deepresearch.mcp_server import build_server
     from deepresearch.workspace import Workspace
 
+    expected_cli_line = _cli_error(home, "runs", "show", "NO-SUCH-RUN")
     held = _HeldModel()
     ws = Workspace.open(home)
     server = build_server(
@@ -275,6 +276,14 @@ def test_recall_is_not_blocked_by_a_running_research_and_cancel_stops_it(home: P
                     await anyio.sleep(0.05)
             again = await client.call_tool("kb_query", {"text": "SQLite readers and writers"})
             assert not again.is_error
+            # Reports are resources; a run without one, or no run, is an MCP error with the CLI's line.
+            assert [r for r in (await client.list_resources()).resources if "/runs/" in str(r.uri)] == []
+            run_id = ws.db.execute("select id from research_runs").fetchone()[0]
+            with pytest.raises(MCPError, match=f"^Error: run {run_id} stopped before its report"):
+                await client.read_resource(f"deepresearch://runs/{run_id}/report")
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource("deepresearch://runs/NO-SUCH-RUN/report")
+            assert missing.value.message == expected_cli_line
 
     try:
         anyio.run(main)
