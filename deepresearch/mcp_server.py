@@ -296,13 +296,17 @@ def _research(
 
     started.set()
     try:
-        with server.research_lock:  # one GGUF model in this process: runs take turns
+        # One GGUF model in this process: runs take turns, and a waiting call can still be cancelled.
+        while not server.research_lock.acquire(timeout=0.2):
             if stop.is_set():
                 raise RunCancelled()
+        try:
             with server.open() as ws:
                 options = options_from_config(ws, loops=loops, kb_write=None if server.allow_write else False)
                 deps = server.research_deps(ws, options) if server.research_deps else None
                 result = run_research(ws, question, options, deps=deps, progress=progress)
+        finally:
+            server.research_lock.release()
         payload = to_jsonable(result)
         if result.search_error and not result.sources:
             return _failed(
