@@ -7,7 +7,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -21,7 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # No NaN or infinity anywhere: a TTL of .inf or a weight of .nan breaks the arithmetic downstream.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class OpenAIConfig(_Section):
@@ -77,8 +82,15 @@ class EmbeddingConfig(_Section):
 
 
 class CategoryPolicy(_Section):
-    ttl_days: float | None = Field(..., description="Days until a fact expires; null = never.")
+    ttl_days: float | None = Field(..., gt=0, description="Days until a fact expires; null = never.")
     decay: float = Field(..., ge=0, description="Decay rate λ per day for confidence.")
+
+
+FRESHNESS_LEVELS = ("high", "medium", "low")
+
+
+def _default_freshness_days() -> dict[str, float]:
+    return {"high": 7.0, "medium": 30.0, "low": 180.0}
 
 
 def _default_categories() -> dict[str, CategoryPolicy]:
@@ -98,8 +110,8 @@ class KBConfig(_Section):
     )
     freshness: Literal["high", "medium", "low"] = Field("medium", description="Freshness level used by freshness mode.")
     freshness_days: dict[str, float] = Field(
-        default_factory=lambda: {"high": 7.0, "medium": 30.0, "low": 180.0},
-        description="Uniform max age in days per freshness level.",
+        default_factory=_default_freshness_days,
+        description="Uniform max age in days per freshness level (each > 0).",
     )
     categories: dict[str, CategoryPolicy] = Field(
         default_factory=_default_categories, description="TTL and decay per fact category."
@@ -125,6 +137,19 @@ class KBConfig(_Section):
             log.warning("unknown lifecycle mode %r; using %r", value, DEFAULT_LIFECYCLE_MODE)
             return DEFAULT_LIFECYCLE_MODE
         return mode
+
+    @field_validator("freshness_days")
+    @classmethod
+    def _positive_days(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(FRESHNESS_LEVELS))
+        if unknown:
+            raise ValueError(f"unknown freshness levels {unknown}; known: {list(FRESHNESS_LEVELS)}")
+        bad = {level: days for level, days in value.items() if not (math.isfinite(days) and days > 0)}
+        if bad:
+            raise ValueError(f"freshness days must be positive numbers, got {bad}")
+        merged = _default_freshness_days()
+        merged.update(value)
+        return merged
 
     @field_validator("categories")
     @classmethod
@@ -191,12 +216,21 @@ class ResearchConfig(_Section):
     )
 
 
+class WorkspaceConfig(_Section):
+    private: bool = Field(
+        True,
+        description="Create the workspace folders 0700 and the database 0600 (owner only); false follows"
+        " the umask. The search cache folder is always private.",
+    )
+
+
 class Config(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig, description="Chat model.")
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig, description="Embedding model.")
     kb: KBConfig = Field(default_factory=KBConfig, description="Knowledge base lifecycle and recall.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Search backends and cache.")
     research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research loop limits.")
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig, description="Workspace files.")
 
 
 # Environment variables that set one key each. Any key can also be set generically as
@@ -212,6 +246,62 @@ ENV_ALIASES: dict[str, str] = {
 ENV_PREFIX = "DEEPRESEARCH__"
 CONFIG_ENV = "DEEPRESEARCH_CONFIG"
 WORKSPACE_CONFIG_NAME = "config.yaml"
+
+
+class _YAML12Loader(yaml.SafeLoader):
+    """SafeLoader where only true/false are booleans (YAML 1.2): `no`, `off`, `y` stay strings."""
+
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_YAML12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_YAML12Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text through the safe loader, with YAML 1.2 booleans (so `lifecycle_mode: off` is "off")."""
+    return yaml.load(text, Loader=_YAML12Loader)  # noqa: S506 — a SafeLoader subclass
+
+
+def _leaf_annotation(dotted: str) -> Any:
+    """The type annotation of a dotted config key, or None when the key is unknown."""
+    model: Any = Config
+    annotation: Any = None
+    for part in dotted.split("."):
+        fields = getattr(model, "model_fields", None)
+        if fields is None or part not in fields:
+            return None
+        annotation = fields[part].annotation
+        model = annotation
+    return annotation
+
+
+def _accepts_str(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal:
+        return all(isinstance(a, str) for a in args)
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and any(_accepts_str(a) for a in args)
+
+
+def env_value(dotted: str, raw: str) -> Any:
+    """An environment value for one key: text as is for text keys, else a YAML scalar or list.
+
+    A text key keeps the raw string (so `@cf/meta/llama-3`, `no` or `0123` are not reinterpreted);
+    `null`/`~`/empty set an optional key to null. Other keys parse the value as YAML; a value YAML
+    cannot parse is passed on as text and rejected by validation with the key's name.
+    """
+    annotation = _leaf_annotation(dotted)
+    if annotation is not None and _accepts_str(annotation):
+        optional = type(None) in typing.get_args(annotation)
+        return None if optional and raw.strip() in ("", "null", "~", "Null", "NULL") else raw
+    try:
+        return parse_yaml(raw)
+    except (yaml.YAMLError, RecursionError):
+        return raw
 
 
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -242,10 +332,18 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path} — check the path given to --config") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder — pass a YAML file to --config") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}) — save it as UTF-8"
+        ) from None
     try:
-        data = yaml.safe_load(text)
+        data = parse_yaml(text)
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be a config file — fix the file or remove it") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -259,15 +357,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
-    """Config keys set by environment variables (values are parsed as YAML scalars)."""
+    """Config keys set by environment variables (see `env_value` for how values are read)."""
     tree: dict[str, Any] = {}
     for name, dotted in ENV_ALIASES.items():
         if env.get(name):
-            _set_path(tree, dotted, yaml.safe_load(env[name]))
+            _set_path(tree, dotted, env_value(dotted, env[name]))
     for name, raw in env.items():
         if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
             dotted = ".".join(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
-            _set_path(tree, dotted, yaml.safe_load(raw))
+            _set_path(tree, dotted, env_value(dotted, raw))
     return tree
 
 
