@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
 
-from deepresearch.errors import DatabaseCorrupt, DeepResearchError, KnowledgeBaseLocked
+from deepresearch.errors import DatabaseCorrupt, DeepResearchError, InputError, KnowledgeBaseLocked
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,12 @@ def sqlite_errors(path: Path | str) -> Iterator[None]:
                 f"the knowledge base {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
                 " — wait for the other run or sweep to finish and try again"
             ) from exc
+        if "unable to open database" in message or "readonly" in message:
+            where = Path(path)
+            raise InputError(
+                f"cannot open the knowledge base {where} for writing ({exc}) — make it and its folder"
+                f" {where.parent} writable (SQLite also creates {where.name}-wal and -shm there), or pass --home DIR"
+            ) from exc
         if "not a database" in message or "malformed" in message or "corrupt" in message:
             raise DatabaseCorrupt(
                 f"{path} is not a readable SQLite database ({exc}) — move it aside and rerun,"
@@ -103,11 +109,27 @@ def sqlite_errors(path: Path | str) -> Iterator[None]:
         raise
 
 
-def connect(path: Path | str, *, load_vec: bool = True, migrate: bool = True) -> Any:
-    """Open the workspace database with sqlite-vec, WAL, busy timeout, foreign keys, migrations."""
+def _create_private(path: Path) -> None:
+    """Create an empty database file readable by its owner only (SQLite gives -wal/-shm the same mode)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:  # another process created it first
+        pass
+
+
+def connect(path: Path | str, *, load_vec: bool = True, migrate: bool = True, private: bool = True) -> Any:
+    """Open the workspace database with sqlite-vec, WAL, busy timeout, foreign keys, migrations.
+
+    A new file is created 0600 when `private` (else SQLite follows the umask).
+    """
     module = sqlite_binding()
     if path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        file = Path(path)
+        if file.is_dir():
+            raise InputError(f"database {file} is a folder, not a file — move it aside or pass --home DIR")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        if private and not file.exists():
+            _create_private(file)
     with sqlite_errors(path):
         conn = module.connect(
             str(path),

@@ -1,6 +1,8 @@
 """The workspace: one folder holding the SQLite file, the search cache and saved reports.
 
-Chosen by `--home DIR` > `$DEEPRESEARCH_HOME` > `./memory`.
+Chosen by `--home DIR` > `$DEEPRESEARCH_HOME` > `./memory`. With `workspace.private: true`
+(the default) the folders it creates are 0700 and the database 0600; the search cache
+folder is always private (see `files.private_dir`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Mapping
 
 from deepresearch.config import Config, load_config
 from deepresearch.errors import InputError
+from deepresearch.files import private_dir
 
 HOME_ENV = "DEEPRESEARCH_HOME"
 DEFAULT_HOME = Path("memory")
@@ -46,8 +49,8 @@ class Workspace:
         path = resolve_home(home, env)
         if path.exists() and not path.is_dir():
             raise InputError(f"workspace {path} is a file, not a folder — pass --home DIR")
-        path.mkdir(parents=True, exist_ok=True)
         config = load_config(home=path, config_file=config_file, env=env, overrides=overrides)
+        path.mkdir(mode=0o700 if config.workspace.private else 0o777, parents=True, exist_ok=True)
         return cls(home=path, config=config)
 
     @property
@@ -57,17 +60,14 @@ class Workspace:
 
     @property
     def cache_dir(self) -> Path:
-        """The search cache folder, created with mode 0700 (only the owner may read or write)."""
-        path = self.home / "cache"
-        path.mkdir(mode=0o700, exist_ok=True)
-        path.chmod(0o700)
-        return path
+        """The search cache folder, always private (mode 0700; see `files.private_dir`)."""
+        return private_dir(self.home / "cache", "search cache folder")
 
     @property
     def reports_dir(self) -> Path:
-        """Saved Markdown reports of research runs."""
+        """Saved Markdown reports of research runs (created 0700 when workspace.private)."""
         path = self.home / "reports"
-        path.mkdir(exist_ok=True)
+        path.mkdir(mode=0o700 if self.config.workspace.private else 0o777, exist_ok=True)
         return path
 
     @cached_property
@@ -75,7 +75,7 @@ class Workspace:
         """The workspace connection (sqlite-vec loaded when possible, migrations applied)."""
         from deepresearch.db import connect
 
-        return connect(self.db_path)
+        return connect(self.db_path, private=self.config.workspace.private)
 
     def close(self) -> None:
         """Close the database connection if it was opened."""

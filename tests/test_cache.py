@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import diskcache
 import pytest
@@ -178,3 +180,132 @@ def test_zero_ttl_never_hits(tmp_path: Path, ttl: float) -> None:
     clock.now += 0.001
     assert cached_search(backend, "q", 1, cache)[1] is False
     cache.close()
+
+
+def _plant(db_path: Path, key: Any, *, raw: int = 1, mode: int = diskcache.core.MODE_RAW, filename=None, value=None):
+    """Insert a Cache row the way an attacker with write access to the folder could."""
+    db = sqlite3.connect(db_path)
+    db.execute(
+        "insert into Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size, mode,"
+        " filename, value) values (?, ?, 0, null, 0, 0, null, 0, ?, ?, ?)",
+        (key, raw, mode, filename, value),
+    )
+    db.commit()
+    db.close()
+
+
+def test_planted_file_names_are_never_deleted_or_read(tmp_path: Path, home: Path) -> None:
+    """Issue 13 (4): a row whose filename is ../../x or absolute made `cache clear` delete x."""
+    victims = [tmp_path / "victim-relative.txt", tmp_path / "victim-absolute.txt", tmp_path / "victim-open.txt"]
+    for victim in victims:
+        victim.write_text("precious")
+    cache_db = home / "cache" / "cache.db"
+    SearchCache(home / "cache", 60).close()
+    relative = "../../" + victims[0].name  # home/cache/../../ == tmp_path
+    assert (home / "cache" / relative).resolve() == victims[0]
+    _plant(cache_db, cache_key("corpus", "q", 5), mode=diskcache.core.MODE_TEXT, filename=relative)
+    _plant(cache_db, "absolute", mode=diskcache.core.MODE_BINARY, filename=str(victims[1]))
+    # Planted while a cache is open: the Disk itself must refuse, not only the scrub at open.
+    cache = SearchCache(home / "cache", 60)
+    assert cache.dropped == 2
+    _plant(cache_db, cache_key("corpus", "q", 5), mode=diskcache.core.MODE_TEXT, filename=str(victims[2]))
+    assert cache.get("corpus", "q", 5) is None  # unreadable: dropped, searched again
+    cache.close()
+    _plant(cache_db, "later", mode=diskcache.core.MODE_TEXT, filename=relative)
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "clear"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "stats", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["entries"] == 0
+    assert all(v.read_text() == "precious" for v in victims)
+
+
+def test_disk_refuses_foreign_names_even_when_called_directly(tmp_path: Path) -> None:
+    from deepresearch.search.cache import JSONDisk
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    disk = JSONDisk(str(tmp_path / "cache"))
+    for name in ("../victim.txt", str(victim), "ab/cd/../../../victim.txt"):
+        disk.remove(name)
+        with pytest.raises(ValueError, match="not a cache value file"):
+            disk.fetch(diskcache.core.MODE_TEXT, name, None, False)
+    assert victim.read_text() == "precious"
+
+
+def test_pickled_rows_are_skipped_and_reported_not_fatal(home: Path, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13 (4): a pickled `_stats` row made every `search`/`cache stats` a traceback."""
+
+    class Boom:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (Path.write_text, (tmp_path / "pwned", "yes"))
+
+    cache = SearchCache(home / "cache", 60)
+    cache.set("corpus", "kept", 5, [hit("A")])
+    cache.close()
+    cache_db = home / "cache" / "cache.db"
+    _plant(cache_db, "_stats", mode=diskcache.core.MODE_PICKLE, value=pickle.dumps(Boom()))
+    _plant(cache_db, pickle.dumps(Boom()), raw=0, value="{}")  # a pickled key
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["entries"], data["hits"], data["misses"]) == (1, 0, 0)
+    # A counters row planted while the cache is open is reset with a warning, not fatal.
+    cache = SearchCache(home / "cache", 60)
+    _plant(cache_db, "_stats", value="[1, 2]")
+    with caplog.at_level("WARNING", logger="deepresearch.search.cache"):
+        assert cache.get("corpus", "kept", 5) == [hit("A")]
+    assert "resetting unreadable hit/miss counters" in caplog.text
+    assert cache.stats()["hits"] == 1
+    cache.close()
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['"just text"', "[1]", '{"stored_at": "soon", "results": []}', '{"stored_at": 1e12, "results": [1]}', "{"],
+)
+def test_malformed_json_entry_is_dropped_and_searched_again(tmp_path: Path, value: str) -> None:
+    cache = SearchCache(tmp_path / "cache", 60, clock=Clock(1e12))
+    key = cache.set("counting", "q", 2, [hit("A")])
+    db = sqlite3.connect(tmp_path / "cache" / "cache.db")
+    db.execute("update Cache set value = ? where key = ?", (value, key))
+    db.commit()
+    db.close()
+    backend = CountingBackend()
+    results, was_hit, _ = cached_search(backend, "q", 2, cache)
+    assert (was_hit, backend.calls, len(results)) == (False, 1, 2)
+    assert cached_search(backend, "q", 2, cache)[1] is True  # stored again, readable now
+    cache.close()
+
+
+def test_symlink_to_a_shared_folder_is_refused_and_left_unchanged(home: Path, tmp_path: Path) -> None:
+    """Issue 13 (5): a cache/ symlink to a 1777 folder was chmod'ed to 0700 (sticky bit lost).
+
+    Decision: a linked cache folder is never chmod'ed; one other users can reach is refused.
+    """
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (home / "cache").symlink_to(shared)
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "stats"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: search cache folder ") and "chmod 700" in result.stderr
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert list(shared.iterdir()) == []
+    shared.chmod(0o700)  # a private target is used as it is
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert (shared / "cache.db").exists() and stat.S_IMODE(shared.stat().st_mode) == 0o700
+
+
+def test_cache_folder_of_another_user_is_one_clear_error(home: Path) -> None:
+    cache_dir = home / "cache"
+    if os.geteuid() == 0:
+        cache_dir.mkdir(mode=0o700)
+        os.chown(cache_dir, 65534, 65534)
+    else:  # only root can give a folder away; "/" belongs to root
+        cache_dir.symlink_to("/")
+    result = CliRunner().invoke(app, ["--home", str(home), "cache", "stats"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: search cache folder ") and "belongs to another user" in result.stderr
+    assert "Traceback" not in result.output

@@ -1,9 +1,12 @@
 """Short-term search cache on diskcache, storing JSON text only.
 
 diskcache's default `Disk` pickles values, and unpickling a value planted in the cache folder
-runs code (CVE-2025-69872). `JSONDisk` here writes JSON strings and refuses to read a
-pickled row, and the folder is created with mode 0700. Expiry uses an injectable clock so
-tests can step past the TTL without sleeping.
+runs code (CVE-2025-69872); it also trusts the file name stored in a row, so a planted
+`../../x` or absolute name would be read or deleted. `JSONDisk` here writes JSON strings,
+refuses pickled keys and values, and touches only file names of the shape it creates itself.
+Rows it cannot read are removed from the index (never their files) and reported as a warning;
+they are never fatal. The folder is private (0700, see `files.private_dir`). Expiry uses an
+injectable clock so tests can step past the TTL without sleeping.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+import sqlite3
 import time
 import unicodedata
 from pathlib import Path
@@ -18,11 +23,20 @@ from typing import Any, Callable
 
 import diskcache
 
+from deepresearch.errors import SearchError
+from deepresearch.files import private_dir
 from deepresearch.search.base import SearchBackend, SearchResult
 
 log = logging.getLogger(__name__)
 
 _STATS_KEY = "_stats"
+# The only file names diskcache's Disk.filename() generates: ab/cd/<28 hex>.val under the folder.
+_VALUE_FILE = re.compile(r"[0-9a-f]{2}[/\\][0-9a-f]{2}[/\\][0-9a-f]{28}\.val")
+_BAD_ROW = (ValueError, TypeError, KeyError, AttributeError, OSError)
+
+
+def _is_value_file(filename: Any) -> bool:
+    return isinstance(filename, str) and _VALUE_FILE.fullmatch(filename) is not None
 
 
 class JSONDisk(diskcache.Disk):
@@ -34,6 +48,19 @@ class JSONDisk(diskcache.Disk):
             raise TypeError(f"search cache keys must be str, not {type(key).__name__}")
         return super().put(key)
 
+    def get(self, key: Any, raw: bool) -> Any:
+        """A stored key; a pickled one (never written by us) is rejected, not loaded."""
+        if not raw:
+            raise ValueError("refusing to unpickle a search cache key")
+        return super().get(key, raw)
+
+    def remove(self, file_path: Any) -> None:
+        """Delete a value file, but only one of the names this Disk creates (never ../ or absolute)."""
+        if not _is_value_file(file_path):
+            log.warning("search cache: not deleting %r, it is not a cache value file", file_path)
+            return
+        super().remove(file_path)
+
     def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
         """Serialize the value to JSON text before diskcache sees it."""
         if read:
@@ -44,6 +71,8 @@ class JSONDisk(diskcache.Disk):
         """Parse JSON text; a pickled row (never written by us) is rejected, not loaded."""
         if mode == diskcache.core.MODE_PICKLE:
             raise ValueError("refusing to unpickle a search cache entry")
+        if mode != diskcache.core.MODE_RAW and not _is_value_file(filename):
+            raise ValueError(f"refusing to read {filename!r}, it is not a cache value file")
         return json.loads(super().fetch(mode, filename, value, read))
 
 
@@ -62,39 +91,86 @@ class SearchCache:
     """Results per (backend, query, count) for `ttl_seconds`, with persistent hit/miss counters."""
 
     def __init__(self, directory: Path | str, ttl_seconds: float, clock: Callable[[], float] = time.time):
-        self.directory = Path(directory)
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.directory.chmod(0o700)
+        self.directory = private_dir(Path(directory), "search cache folder")
         self.ttl_seconds = float(ttl_seconds)
         self.clock = clock
-        self._cache = diskcache.Cache(str(self.directory), disk=JSONDisk)
+        try:
+            self._cache = diskcache.Cache(str(self.directory), disk=JSONDisk)
+        except (sqlite3.Error, *_BAD_ROW) as exc:
+            raise SearchError(
+                f"the search cache in {self.directory} cannot be opened ({exc}) — delete that folder"
+                " (it only holds cached search results)"
+            ) from None
+        self.dropped = self._drop_unreadable_rows()
+
+    def _drop_unreadable_rows(self) -> int:
+        """Remove index rows this cache never writes (pickled keys or values, foreign file names).
+
+        Only the rows go; files they name are left alone, since a planted name may point anywhere.
+        """
+        db = sqlite3.connect(self.directory / "cache.db", timeout=60)
+        try:
+            rows = db.execute("select rowid, raw, mode, filename from Cache").fetchall()
+            bad = [
+                rowid
+                for rowid, raw, mode, filename in rows
+                if not raw
+                or mode == diskcache.core.MODE_PICKLE
+                or (filename is not None or mode != diskcache.core.MODE_RAW)
+                and not _is_value_file(filename)
+            ]
+            if bad:
+                with db:
+                    db.executemany("delete from Cache where rowid = ?", [(rowid,) for rowid in bad])
+                log.warning(
+                    "search cache: removed %d unreadable entries from %s (planted or damaged; their files were"
+                    " left alone)",
+                    len(bad),
+                    self.directory,
+                )
+            return len(bad)
+        finally:
+            db.close()
 
     def key(self, backend_name: str, query: str, count: int) -> str:
         """The stable cache key of a search (see `cache_key`)."""
         return cache_key(backend_name, query, count)
 
+    def _counters(self) -> dict[str, int]:
+        """The hit/miss counters; an unreadable counters row is reported and reset."""
+        try:
+            stats = self._cache.get(_STATS_KEY)
+            if stats is None:
+                return {"hits": 0, "misses": 0}
+            return {"hits": int(stats["hits"]), "misses": int(stats["misses"])}
+        except _BAD_ROW as exc:
+            log.warning("search cache: resetting unreadable hit/miss counters (%s)", exc)
+            self._cache.delete(_STATS_KEY)
+            return {"hits": 0, "misses": 0}
+
     def _count(self, field: str) -> None:
         with self._cache.transact():
-            stats = self._cache.get(_STATS_KEY) or {"hits": 0, "misses": 0}
-            stats[field] = int(stats.get(field, 0)) + 1
+            stats = self._counters()
+            stats[field] += 1
             self._cache.set(_STATS_KEY, stats)
 
     def get(self, backend_name: str, query: str, count: int) -> list[SearchResult] | None:
         """Cached results younger than the TTL, else None (counted as hit or miss)."""
         key = self.key(backend_name, query, count)
+        results: list[SearchResult] | None = None
         try:
             entry = self._cache.get(key)
-        except (ValueError, TypeError) as exc:  # unreadable or planted entry: drop it
-            log.warning("dropping unreadable search cache entry %s: %s", key, exc)
+            if entry is not None:
+                if self.clock() - float(entry["stored_at"]) > self.ttl_seconds:
+                    self._cache.delete(key)
+                else:
+                    results = [SearchResult.from_dict(item) for item in entry["results"]]
+        except _BAD_ROW as exc:  # unreadable or planted entry: drop it, search again
+            log.warning("search cache: dropping unreadable entry %s (%s)", key, exc)
             self._cache.delete(key)
-            entry = None
-        if entry is not None and self.clock() - float(entry.get("stored_at", 0)) > self.ttl_seconds:
-            self._cache.delete(key)
-            entry = None
-        self._count("hits" if entry is not None else "misses")
-        if entry is None:
-            return None
-        return [SearchResult.from_dict(item) for item in entry.get("results", [])]
+            results = None
+        self._count("hits" if results is not None else "misses")
+        return results
 
     def set(self, backend_name: str, query: str, count: int, results: list[SearchResult]) -> str:
         """Store results (as JSON) and return their key."""
@@ -119,8 +195,8 @@ class SearchCache:
 
     def stats(self) -> dict[str, Any]:
         """Entries, bytes on disk, hits, misses and the TTL."""
-        counters = self._cache.get(_STATS_KEY) or {"hits": 0, "misses": 0}
-        entries = sum(1 for key in self._cache.iterkeys() if key != _STATS_KEY)
+        counters = self._counters()
+        entries = self._entries()
         return {
             "directory": str(self.directory),
             "entries": entries,
@@ -130,9 +206,13 @@ class SearchCache:
             "ttl_seconds": self.ttl_seconds,
         }
 
+    def _entries(self) -> int:
+        """Stored results (every row but the counters)."""
+        return max(0, len(self._cache) - (1 if _STATS_KEY in self._cache else 0))
+
     def clear(self) -> int:
         """Remove every entry and reset the counters; returns how many results were removed."""
-        entries = sum(1 for key in self._cache.iterkeys() if key != _STATS_KEY)
+        entries = self._entries()
         self._cache.clear()
         return entries
 
