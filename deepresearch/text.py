@@ -39,6 +39,12 @@ _CJK_RUN = re.compile(
     r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+|[^\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+"
 )
 
+# Credentials inside URLs: the user-info part (`scheme://user:password@host`) and key-like query values.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#@]*(?:@[^/\s?#@]*)*@")
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|password|passwd|secret|signature|sig)=)[^&#\s'\"]+"
+)
+
 STOPWORDS = frozenset(
     """a an the and or but if then else of in on at to for from by with without about into over under
     is are was were be been being am do does did has have had having it its this that these those there
@@ -121,3 +127,10 @@ def truncate(text: str, limit: int) -> str:
     if " " in cut[limit // 2 :]:
         cut = cut[: cut.rfind(" ")]
     return cut.rstrip(" ,;:") + "…"
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with credentials in URLs replaced by `***` (user:password@ and key/token query values)."""
+    if "://" not in text and "=" not in text:
+        return text
+    return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))

@@ -70,6 +70,17 @@ def workspace(home: Path):
 
 
 @pytest.fixture
+def fake_model(monkeypatch):
+    """The configured embedding model, replaced through the per-process embedder cache (CLI tests)."""
+    from deepresearch.models import embed
+    from tests.fakes import FakeEmbedder
+
+    fake = FakeEmbedder(model_id="fake-embedder")
+    monkeypatch.setitem(embed._CACHE, ("sentence-transformers", None), fake)
+    return fake
+
+
+@pytest.fixture
 def fake_embedder():
     from tests.fakes import FakeEmbedder
 

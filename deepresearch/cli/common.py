@@ -48,8 +48,10 @@ def echo_json(data: Any) -> None:
 
 
 def warn(message: str) -> None:
-    """A visible warning line on stderr."""
-    typer.secho(f"Warning: {message}", err=True, fg=typer.colors.YELLOW)
+    """A visible warning line on stderr (credentials in URLs redacted)."""
+    from deepresearch.text import redact_secrets
+
+    typer.secho(f"Warning: {redact_secrets(message)}", err=True, fg=typer.colors.YELLOW)
 
 
 def status(message: str) -> None:

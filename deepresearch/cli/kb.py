@@ -264,6 +264,7 @@ def export(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="File to write (default: stdout; required for parquet)."
     ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
     """Export every fact with id, status and sources (the interchange shape `kb import` reads)."""
     import tempfile
@@ -276,7 +277,7 @@ def export(
         raise typer.Exit(2)
     with _kb(ctx) as kb:
         if output is not None:
-            count = kb.export(output, fmt)
+            count = kb.export(output, fmt, overwrite=force)
             status(f"exported {count} facts to {output}")
             return
         with tempfile.TemporaryDirectory() as tmp:

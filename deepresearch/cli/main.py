@@ -20,23 +20,43 @@ RAISE_ENV = "DEEPRESEARCH_RAISE_ERRORS"
 
 
 class _ErrorTranslatingGroup(typer.core.TyperGroup):
-    """Root group: every DeepResearchError raised below it is shown as one clean line."""
+    """Root group: every user-facing error raised below it is shown as one clean line.
+
+    That is the project's own `DeepResearchError`s plus the OS, SQLite, YAML, Unicode and
+    DuckDB errors `errors.user_message` knows; anything else is a bug and keeps its traceback.
+    Credentials inside URLs are redacted from the line.
+    """
 
     def invoke(self, ctx: Any) -> Any:
-        from deepresearch.errors import DeepResearchError
-
         try:
             return super().invoke(ctx)
-        except DeepResearchError as exc:
-            if os.environ.get(RAISE_ENV):
-                raise
-            typer.echo(f"Error: {exc}", err=True)
-            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             if os.environ.get(RAISE_ENV):
                 raise
             typer.echo("Error: interrupted", err=True)
             raise typer.Exit(130) from None
+        except Exception as exc:
+            from deepresearch.errors import user_message
+            from deepresearch.text import redact_secrets
+
+            message = user_message(exc)
+            if message is None or os.environ.get(RAISE_ENV):
+                raise
+            typer.echo(f"Error: {redact_secrets(message)}", err=True)
+            raise typer.Exit(1) from None
+
+
+class _RedactingFilter(logging.Filter):
+    """Log lines never show credentials inside URLs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from deepresearch.text import redact_secrets
+
+        message = record.getMessage()
+        redacted = redact_secrets(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 app = typer.Typer(
@@ -77,6 +97,9 @@ def main(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
+            handler.addFilter(_RedactingFilter())
 
 
 def _register() -> None:

@@ -138,19 +138,28 @@ def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
     return result
 
 
-def export(kb: KnowledgeBase, path: Path | str, fmt: str = "jsonl") -> int:
-    """Write all facts to `path` as jsonl, csv or parquet; returns the number of rows."""
+def export(kb: KnowledgeBase, path: Path | str, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
+    """Write all facts to `path` as jsonl, csv or parquet; returns the number of rows.
+
+    The file appears only complete (written next to it, then renamed); an existing file is
+    refused unless `overwrite`, and kept as it was when writing fails.
+    """
+    from deepresearch.files import atomic_output
+
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r} — use one of {', '.join(FORMATS)}")
-    con = _duck(kb)
     cols = ", ".join(EXPORT_COLUMNS)
     if fmt == "csv":  # CSV has no list type: sources become a JSON array string
         cols = cols.replace("sources", "to_json(sources)::varchar as sources")
     options = {"jsonl": "format json", "csv": "format csv, header true", "parquet": "format parquet"}[fmt]
-    target = str(Path(path)).replace("'", "''")
-    con.execute(f"copy (select {cols} from facts) to '{target}' ({options})")
-    count = con.execute("select count(*) from facts").fetchone()[0]
-    con.close()
+    with atomic_output(Path(path), overwrite=overwrite) as tmp:
+        con = _duck(kb)
+        try:
+            target = str(tmp).replace("'", "''")
+            con.execute(f"copy (select {cols} from facts) to '{target}' ({options})")
+            count = con.execute("select count(*) from facts").fetchone()[0]
+        finally:
+            con.close()
     return int(count)
 
 

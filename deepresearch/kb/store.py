@@ -810,11 +810,11 @@ class KnowledgeBase:
 
         return stats(self, now=now)
 
-    def export(self, path: Any, fmt: str = "jsonl") -> int:
+    def export(self, path: Any, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
         """Write every fact (with id, status, sources) as jsonl, csv or parquet via DuckDB."""
         from deepresearch.kb.analytics import export
 
-        return export(self, path, fmt)
+        return export(self, path, fmt, overwrite=overwrite)
 
     def import_jsonl(self, path: Any, now: float | None = None) -> AddResult:
         """Import facts from JSONL in the interchange shape (the one `export` writes)."""

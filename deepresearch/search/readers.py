@@ -60,15 +60,38 @@ def _read_bytes(path: Path) -> bytes:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc}) — check the path") from None
 
 
+_SAMPLE_CHARS = 65536
+
+
+def _looks_binary(text: str, utf8: bool) -> bool:
+    """True for decoded bytes that are not prose: many control characters, or (when the bytes
+    were not valid UTF-8) mostly non-ASCII — what random or compressed bytes decode to."""
+    sample = text[:_SAMPLE_CHARS]
+    if not sample:
+        return False
+    controls = sum(1 for c in sample if (c < " " and c not in "\t\n\r\f\v") or "\x7f" <= c <= "\x9f")
+    if controls > 0.05 * len(sample):
+        return True
+    ascii_text = sum(1 for c in sample if " " <= c <= "~" or c in "\t\n\r")
+    return not utf8 and ascii_text < 0.7 * len(sample)
+
+
 def _decode(path: Path, data: bytes) -> str:
     if b"\x00" in data[:8192]:
         raise InputError(f"{path}: looks like a binary file, not text — convert it to .txt/.md/.pdf first")
-    for encoding in ("utf-8-sig", "cp1252"):
+    binary = InputError(
+        f"{path}: looks like binary data or text in an unknown encoding, not text — convert it to UTF-8"
+        " text (.txt/.md) first"
+    )
+    for encoding in ("utf-8-sig", "cp1252", "latin-1"):
         try:
-            return data.decode(encoding)
+            text = data.decode(encoding)
         except UnicodeDecodeError:
             continue
-    return data.decode("latin-1")
+        if _looks_binary(text, utf8=encoding == "utf-8-sig"):
+            raise binary
+        return text
+    raise binary  # unreachable: latin-1 decodes any bytes
 
 
 def _require_text(path: Path, text: str, what: str = "file") -> str:
@@ -301,8 +324,17 @@ def read_file(path: Path) -> RawDocument:
         title, text = read_pdf_file(path)
     elif suffix in TEXT_SUFFIXES:
         title, text = read_text_file(path)
+    elif suffix in TABLE_SUFFIXES:
+        raise InputError(
+            f"{path}: a {suffix} file is a table of documents, not one document — add it with"
+            f" `deepresearch corpus add {path.name}` (one document per row); this command reads"
+            f" {', '.join(TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES)}"
+        )
     else:
-        raise InputError(f"{path}: unsupported file type {suffix or '(none)'} — supported: {', '.join(SUPPORTED)}")
+        raise InputError(
+            f"{path}: unsupported file type {suffix or '(none)'} — supported:"
+            f" {', '.join(TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES)}"
+        )
     return RawDocument(key="", title=title, text=text, url=path.absolute().as_uri())
 
 
