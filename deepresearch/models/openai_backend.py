@@ -10,6 +10,7 @@ JSON raise `ModelError` instead of leaking a KeyError.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -61,12 +62,12 @@ class OpenAIModel(ChatModel):
 
     @property
     def client(self) -> httpx.Client:
-        """One pooled HTTP client per model (thread-safe)."""
+        """One HTTP client per model (thread-safe), for requests with a whole-request deadline."""
         with self._lock:
             if self._client is None:
-                import httpx
+                from deepresearch import deadline
 
-                self._client = httpx.Client(timeout=self.config.timeout)
+                self._client = deadline.client(self.config.timeout)
             return self._client
 
     def _headers(self) -> dict[str, str]:
@@ -89,22 +90,31 @@ class OpenAIModel(ChatModel):
         """Send one request with retries; the decoded JSON body or ModelError."""
         import httpx
 
+        from deepresearch import deadline
+
         url = self._url(path)
         retries = self.config.max_retries if retries is None else retries
         last = ""
         for attempt in range(retries + 1):
             response = None
             try:
-                response = self.client.request(method, url, json=body, headers=self._headers())
+                # llm.openai.timeout bounds the whole request, not each read (a dripping server cannot stall it).
+                response = deadline.send(
+                    self.client, method, url, self.config.timeout, json=body, headers=self._headers()
+                )
             except httpx.TimeoutException:
                 last = f"no answer within {self.config.timeout:g} s (llm.openai.timeout)"
             except httpx.TransportError as exc:
                 last = f"cannot connect: {exc} — is the server running at llm.openai.base_url?"
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # bad encoding, bad URL: sending again cannot help
+                raise ModelError(
+                    f"{url} cannot be used ({type(exc).__name__}: {exc}) — check llm.openai.base_url"
+                ) from None
             else:
                 if response.status_code < 300:
                     try:
                         return response.json()
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise ModelError(
                             f"{url} returned a body that is not JSON ({response.text[:120]!r}) — "
                             "is llm.openai.base_url an OpenAI-compatible API?"
@@ -157,12 +167,13 @@ class OpenAIModel(ChatModel):
                 f"{self._url('/chat/completions')} answered without choices[0].message.content ({exc}) — "
                 "is llm.openai.base_url an OpenAI-compatible chat API?"
             ) from None
-        usage = payload.get("usage") or {}
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, dict) else {}  # token counts are informative: a bad shape counts 0
         return Completion(
             text=text,
             data=parse_json(text) if schema is not None else None,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             seconds=seconds,
             model=str(payload.get("model") or self.config.model),
         )
@@ -184,6 +195,13 @@ class OpenAIModel(ChatModel):
         }
 
 
+def _count(value: Any) -> int:
+    """A token count from a usage field: a non-negative whole number, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
 def _error_detail(response: httpx.Response) -> str:
     """The server's error message if the body has one, else the start of the body."""
     try:
@@ -193,6 +211,6 @@ def _error_detail(response: httpx.Response) -> str:
             return str(error["message"])[:200]
         if isinstance(error, str):
             return error[:200]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return response.text[:200] or response.reason_phrase

@@ -7,6 +7,7 @@ the retries is a `SearchError` naming the fix, never a traceback.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any, Callable
 
@@ -24,6 +25,15 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:  # an HTTP date: fall back to our own backoff
         return None
+
+
+def _score(value: Any, rank: int) -> float:
+    """SearXNG's score when it is a finite number, else one from the rank."""
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        return 1.0 / rank
+    return score if math.isfinite(score) and score > 0 else 1.0 / rank
 
 
 class SearxngBackend(SearchBackend):
@@ -52,7 +62,9 @@ class SearxngBackend(SearchBackend):
     def _get(self, query: str) -> Any:
         import httpx
 
-        client = self._client or httpx.Client(timeout=self.timeout, follow_redirects=True)
+        from deepresearch import deadline
+
+        client = self._client or deadline.client(self.timeout, follow_redirects=True)
         url = f"{self.base_url}/search"
         params = {"q": query, "format": "json"}
         problem = ""
@@ -60,11 +72,17 @@ class SearxngBackend(SearchBackend):
             for attempt in range(self.max_retries + 1):
                 delay = self.backoff_seconds * (2**attempt)
                 try:
-                    response = client.get(url, params=params)
+                    # `timeout` bounds the whole request, not each read (a dripping server cannot stall it).
+                    response = deadline.send(client, "GET", url, self.timeout, params=params)
                 except httpx.TimeoutException:
                     problem = f"no answer within {self.timeout:g}s"
                 except httpx.TransportError as exc:
                     problem = f"cannot connect ({type(exc).__name__}: {exc})"
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:  # redirect loop, bad encoding, bad URL
+                    raise SearchError(
+                        f"SearXNG at {self.base_url} cannot be used ({type(exc).__name__}: {exc}) — check"
+                        " search.searxng.base_url"
+                    ) from None
                 else:
                     if response.status_code == 200:
                         return response
@@ -99,13 +117,21 @@ class SearxngBackend(SearchBackend):
         response = self._get(query)
         try:
             payload = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise SearchError(
                 f"SearXNG at {self.base_url} did not return JSON — is base_url a SearXNG instance"
                 " with the json format enabled?"
             ) from None
+        items = (payload.get("results") or []) if isinstance(payload, dict) else None
+        if not isinstance(items, list):
+            raise SearchError(
+                f"SearXNG at {self.base_url} answered JSON without a results list — is base_url a SearXNG"
+                " instance with the json format enabled?"
+            )
         results = []
-        for rank, item in enumerate(payload.get("results") or [], start=1):
+        for rank, item in enumerate(items, start=1):
+            if not isinstance(item, dict):  # a malformed entry is skipped, the rest kept
+                continue
             url = str(item.get("url") or "")
             if not url:
                 continue
@@ -116,7 +142,7 @@ class SearxngBackend(SearchBackend):
                     url=url,
                     snippet=content[:300],
                     text=content,
-                    score=float(item.get("score") or 1.0 / rank),
+                    score=_score(item.get("score"), rank),
                     backend=self.name,
                 )
             )
