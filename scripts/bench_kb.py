@@ -213,7 +213,7 @@ def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
     print("\n| engine | scenario | p50 ms | p95 ms | recall@10 |\n|---|---|---|---|---|")
     ram = KnowledgeBase(conn, LookupEmbedder(table), KBConfig(ram_index_min_facts=0))
     started = time.perf_counter()
-    ram._ram.refresh(conn)
+    ram.ram.refresh(conn)
     load = time.perf_counter() - started
     vec = KnowledgeBase(conn, LookupEmbedder(table), KBConfig(ram_index_min_facts=10**12))
     for engine, kb in (("KB RAM matrix", ram), ("KB vec0 partition+metadata", vec)):
@@ -235,7 +235,7 @@ def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
         f"| baseline: plain vec0 float32 brute force | unfiltered | {base_p50:.1f} | {base_p95:.1f}"
         f" | {base_recall:.3f} |"
     )
-    print(f"\nRAM matrix: cold load {load * 1000:,.0f} ms, {ram._ram.matrix.nbytes / 2**20:,.0f} MiB RAM")
+    print(f"\nRAM matrix: cold load {load * 1000:,.0f} ms, {ram.ram.matrix.nbytes / 2**20:,.0f} MiB RAM")
     started = time.perf_counter()
     swept = store.sweep(now=NOW)
     print(

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 from deepresearch.db import get_meta
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
+from deepresearch.kb.milvus import is_retriable
 from deepresearch.kb.store import KnowledgeBase
-from deepresearch.kb.sync import is_retriable, sync_milvus
+from deepresearch.kb.sync import sync_milvus
 from deepresearch.workspace import Workspace
 from tests.fakes import FakeEmbedder
 

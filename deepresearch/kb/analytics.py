@@ -1,4 +1,4 @@
-"""KB analytics and interchange: `stats` and `export` through DuckDB, `import_jsonl`.
+"""KB analytics and interchange: `stats` and `export` through DuckDB, `read_jsonl` for imports.
 
 Rows go from SQLite into DuckDB as an Arrow table (DuckDB's own sqlite extension would
 need a download, which fails offline). The interchange shape is one JSON object per line:
@@ -14,14 +14,13 @@ import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from deepresearch.db import get_meta
 from deepresearch.errors import InputError
 from deepresearch.facts import Fact, normalize_category
 from deepresearch.kb.lifecycle import expires_at
-
-if TYPE_CHECKING:
-    from deepresearch.kb.store import AddResult, KnowledgeBase
+from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
 
 FORMATS = ("jsonl", "csv", "parquet")
 EXPORT_COLUMNS = (
@@ -47,13 +46,13 @@ AGE_BUCKETS = (
 )
 
 
-def _arrow_facts(kb: KnowledgeBase) -> Any:
+def _arrow_facts(conn: Any) -> Any:
     import pyarrow as pa
 
     names = tuple(c for c in EXPORT_COLUMNS if c != "sources")
-    rows = kb.conn.execute(f"select {', '.join(names)} from facts order by rid").fetchall()
+    rows = conn.execute(f"select {', '.join(names)} from facts order by rid").fetchall()
     sources: dict[str, list[str]] = {}
-    for fid, url in kb.conn.execute("select fact_id, url from fact_sources order by added_at, rowid"):
+    for fid, url in conn.execute("select fact_id, url from fact_sources order by added_at, rowid"):
         sources.setdefault(fid, []).append(url)
     columns = {name: [r[i] for r in rows] for i, name in enumerate(names)}
     columns["sources"] = [sources.get(r[0], []) for r in rows]
@@ -76,18 +75,18 @@ def _arrow_facts(kb: KnowledgeBase) -> Any:
     return pa.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
-def _duck(kb: KnowledgeBase) -> Any:
+def _duck(conn: Any) -> Any:
     import duckdb
 
     con = duckdb.connect()
-    con.register("facts", _arrow_facts(kb))
+    con.register("facts", _arrow_facts(conn))
     return con
 
 
-def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
+def stats(conn: Any, now: float | None = None) -> dict[str, Any]:
     """Counts by category and status, age histogram, expiring within 7 days, confidence, top sources."""
     now = time.time() if now is None else now
-    con = _duck(kb)
+    con = _duck(conn)
     ages = " ".join(f"when (? - verified_at) / 86400 < {limit} then '{label}'" for limit, label in AGE_BUCKETS[:-1])
     result: dict[str, Any] = {
         "total": con.execute("select count(*) from facts").fetchone()[0],
@@ -130,15 +129,13 @@ def stats(kb: KnowledgeBase, now: float | None = None) -> dict[str, Any]:
             ).fetchall()
         ],
     }
-    from deepresearch.db import get_meta
-
-    result["embedding_model"] = get_meta(kb.conn, "kb.embedding_model")
-    result["embedding_dimension"] = get_meta(kb.conn, "kb.embedding_dimension")
+    result["embedding_model"] = get_meta(conn, MODEL_KEY)
+    result["embedding_dimension"] = get_meta(conn, DIMENSION_KEY)
     con.close()
     return result
 
 
-def export(kb: KnowledgeBase, path: Path | str, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
+def export(conn: Any, path: Path | str, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
     """Write all facts to `path` as jsonl, csv or parquet; returns the number of rows.
 
     The file appears only complete (written next to it, then renamed); an existing file is
@@ -153,7 +150,7 @@ def export(kb: KnowledgeBase, path: Path | str, fmt: str = "jsonl", *, overwrite
         cols = cols.replace("sources", "to_json(sources)::varchar as sources")
     options = {"jsonl": "format json", "csv": "format csv, header true", "parquet": "format parquet"}[fmt]
     with atomic_output(Path(path), overwrite=overwrite) as tmp:
-        con = _duck(kb)
+        con = _duck(conn)
         try:
             target = str(tmp).replace("'", "''")
             con.execute(f"copy (select {cols} from facts) to '{target}' ({options})")
@@ -215,11 +212,8 @@ def fact_from_record(record: dict[str, Any], now: float, config: Any) -> Fact:
     )
 
 
-def import_jsonl(kb: KnowledgeBase, path: Path | str, now: float | None = None) -> AddResult:
-    """Import an interchange JSONL file; malformed lines are rejected with their line number."""
-    from deepresearch.kb.store import AddResult
-
-    now = time.time() if now is None else now
+def read_jsonl(path: Path | str, now: float, config: Any) -> tuple[list[Fact], list[tuple[Fact, str]]]:
+    """Facts of an interchange JSONL file, and the malformed lines rejected with their line number."""
     try:
         # only "\n" ends a JSONL line: splitlines() would also split on U+0085/U+2028 inside strings
         lines = Path(path).read_text(encoding="utf-8").split("\n")
@@ -230,14 +224,12 @@ def import_jsonl(kb: KnowledgeBase, path: Path | str, now: float | None = None) 
         # A CSV/Parquet export (or any other file) would otherwise give one rejection per line.
         raise InputError(f"{path} is not JSONL (one JSON object per line) — export with `kb export --format jsonl`")
     facts: list[Fact] = []
-    bad = AddResult()
+    rejected: list[tuple[Fact, str]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            facts.append(fact_from_record(json.loads(line), now, kb.config))
+            facts.append(fact_from_record(json.loads(line), now, config))
         except (ValueError, TypeError) as exc:
-            bad.rejected.append((Fact(fact=line[:200], source_url=""), f"line {number}: {exc}"))
-    result = kb._store(facts, now, keep_identity=True)
-    result.rejected = bad.rejected + result.rejected
-    return result
+            rejected.append((Fact(fact=line[:200], source_url=""), f"line {number}: {exc}"))
+    return facts, rejected

@@ -1,14 +1,12 @@
-"""`KnowledgeBase.check()`: prove facts, sources, history, vectors and FTS rows agree."""
+"""`kb check`: prove facts, sources, history, vectors and FTS rows agree."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from deepresearch.db import get_meta
 from deepresearch.kb.index import vec_dimension
-
-if TYPE_CHECKING:
-    from deepresearch.kb.store import KnowledgeBase
+from deepresearch.kb.rows import DIMENSION_KEY
 
 
 def _ids(rows: list[tuple]) -> str:
@@ -16,9 +14,8 @@ def _ids(rows: list[tuple]) -> str:
     return shown + (f" (+{len(rows) - 5} more)" if len(rows) > 5 else "")
 
 
-def check(kb: KnowledgeBase) -> list[str]:
+def check(conn: Any) -> list[str]:
     """A list of human-readable problems; empty when everything agrees."""
-    conn = kb.conn
     problems: list[str] = []
     try:
         conn.execute("insert into fact_fts (fact_fts, rank) values ('integrity-check', 1)")
@@ -42,7 +39,7 @@ def check(kb: KnowledgeBase) -> list[str]:
         rows = conn.execute(sql).fetchall()
         if rows:
             problems.append(f"{len(rows)} {label}: {_ids(rows)}")
-    dim = get_meta(conn, "kb.embedding_dimension")
+    dim = get_meta(conn, DIMENSION_KEY)
     if not getattr(conn, "vec_version", None):
         problems.append(f"vectors not checked: sqlite-vec is not available ({conn.vec_error})")
         return problems

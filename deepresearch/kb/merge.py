@@ -1,4 +1,6 @@
-"""Near-duplicate merging with differential preservation, on write and in `kb compress`.
+"""The text side of merging with differential preservation: relation, fusion checks, mechanical merge.
+
+The database passes that use it are kb/plan.py (on write) and kb/compress.py (`kb compress`).
 
 Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
 (DESIGN.md §3). `relation()` classifies the pair:
@@ -20,8 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +31,6 @@ from deepresearch.facts import Fact
 from deepresearch.text import STOPWORDS, content_words, numbers, stem, words
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from deepresearch.kb.store import KnowledgeBase
     from deepresearch.models.llm import ChatModel
 
 log = logging.getLogger(__name__)
@@ -270,211 +268,3 @@ def merged_fact(members: list[Fact], text: str) -> Fact:
         status="active",
         superseded_by=None,
     )
-
-
-# --- the write path ---------------------------------------------------------------------
-
-
-@dataclass
-class Action:
-    """The plan for one incoming fact: insert it, merge it into `target`, or insert and flag."""
-
-    kind: str  # insert | merge | flag
-    target: str | int | None = None  # stored fact id, or index of an earlier fact of the batch
-    fact: Fact | None = None  # the merged fact (merge)
-    decision: Decision | None = None
-
-
-def neighbours(kb: KnowledgeBase, matrix: np.ndarray, threshold: float, k: int = 3) -> list[list[tuple[int, float]]]:
-    """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
-    import numpy as np
-
-    from deepresearch.kb.index import one_blas_thread
-
-    count = kb.conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
-    if not count:
-        return [[] for _ in range(len(matrix))]
-    if count >= kb.config.ram_index_min_facts:  # one matrix product for the whole batch
-        kb._ram.refresh(kb.conn)
-        active = kb._ram.status == "active"
-        with one_blas_thread():
-            scores = kb._ram.matrix @ np.asarray(matrix, dtype=np.float32).T
-        out = []
-        for col in range(scores.shape[1]):
-            hit = np.flatnonzero(active & (scores[:, col] >= threshold))
-            best = hit[np.argsort(-scores[hit, col])][:k]
-            out.append([(int(kb._ram.rids[i]), float(scores[i, col])) for i in best])
-        return out
-    sql = "select rowid, distance from fact_vec where embedding match ? and k = ? and status = 'active'"
-    return [
-        [
-            (int(rid), 1.0 - dist)
-            for rid, dist in kb.conn.execute(sql, (np.asarray(v, dtype=np.float32).tobytes(), k))
-            if 1.0 - dist >= threshold
-        ]
-        for v in matrix
-    ]
-
-
-def plan_batch(
-    kb: KnowledgeBase, facts: list[Fact], matrix: np.ndarray, model: ChatModel | None = None
-) -> list[Action]:
-    """Decide, before any write lock is taken, how each (new, cleaned) fact joins the KB.
-
-    One KNN pass for the batch plus the batch's own similarity matrix; earlier facts of the
-    batch are merge candidates for later ones, and every merge result can absorb more.
-    """
-    import numpy as np
-
-    threshold = kb.config.duplicate_similarity
-    found = neighbours(kb, matrix, threshold)
-    rids = sorted({rid for hits in found for rid, _ in hits})
-    stored: dict[int, Fact] = {}
-    if rids:
-        from deepresearch.kb.store import FACT_COLUMNS
-
-        rows = kb.conn.execute(
-            f"select {FACT_COLUMNS} from facts where rid in ({','.join('?' * len(rids))})", rids
-        ).fetchall()
-        stored = {r[0]: f for r, f in zip(rows, kb._facts_from_rows(rows), strict=True)}
-    inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T
-    current: dict[str | int, Fact] = {f.id: f for f in stored.values()}
-    redirect: dict[str | int, str | int] = {}
-
-    def head(key: str | int) -> str | int:
-        while key in redirect:
-            key = redirect[key]
-        return key
-
-    actions: list[Action] = []
-    for j, fact in enumerate(facts):
-        current[j] = fact
-        candidates: list[tuple[str | int, float]] = [
-            (stored[rid].id, score) for rid, score in found[j] if rid in stored
-        ]
-        candidates += [(i, float(inner[i, j])) for i in range(j) if inner[i, j] >= threshold]
-        action = Action("insert")
-        seen: set[str | int] = set()
-        for key, _ in sorted(candidates, key=lambda c: -c[1]):
-            target = head(key)
-            if target == j or target in seen:
-                continue
-            seen.add(target)
-            decision = decide(current[target], fact, model)
-            if decision.kind in ("duplicate", "update") and decision.text:
-                merged = merged_fact([current[target], fact], decision.text)
-                action = Action("merge", target, merged, decision)
-                current[j], redirect[target] = merged, j
-                break
-            if decision.kind == "contradiction":
-                action = Action("flag", target, None, decision)
-                break
-        actions.append(action)
-    return actions
-
-
-# --- kb compress ------------------------------------------------------------------------
-
-
-@dataclass
-class MergeRecord:
-    """One merge: the facts absorbed (ids, texts) and the fact that replaces them."""
-
-    old_ids: list[str]
-    old_texts: list[str]
-    new_text: str
-    kind: str
-    method: str
-    new_id: str | None = None
-
-
-@dataclass
-class CompressResult:
-    """What `kb compress` merged and flagged (nothing written when `dry_run`)."""
-
-    facts: int
-    clusters: int
-    merges: list[MergeRecord] = field(default_factory=list)
-    flagged: list[tuple[str, str, str]] = field(default_factory=list)  # (id, other id, reason)
-    dry_run: bool = False
-    seconds: float = 0.0
-
-
-def clusters(kb: KnowledgeBase, threshold: float) -> tuple[list[list[Fact]], int]:
-    """Groups of active facts linked by cosine >= threshold or an equal text hash; and the fact count."""
-    import numpy as np
-
-    from deepresearch.facts import text_hash
-    from deepresearch.kb.index import one_blas_thread, read_all_vectors
-    from deepresearch.kb.store import FACT_COLUMNS
-
-    rows = kb.conn.execute(f"select {FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
-    facts = kb._facts_from_rows(rows)
-    pos = {r[0]: i for i, r in enumerate(rows)}
-    parent = list(range(len(facts)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    by_hash: dict[str, int] = {}
-    for i, f in enumerate(facts):
-        other = by_hash.setdefault(text_hash(f.fact), i)
-        parent[root(i)] = root(other)
-    rids, matrix = read_all_vectors(kb.conn) if kb.has_vectors else (np.zeros(0), np.zeros((0, 0)))
-    keep = [n for n, rid in enumerate(rids.tolist()) if rid in pos]
-    idx, vectors = [pos[int(rids[n])] for n in keep], np.asarray(matrix[keep], dtype=np.float32)
-    with one_blas_thread():
-        for start in range(0, len(idx), 1024):
-            block = vectors[start : start + 1024] @ vectors.T
-            for a, b in zip(*np.nonzero(block >= threshold), strict=True):
-                if start + a < b:
-                    parent[root(idx[start + a])] = root(idx[b])
-    groups: dict[int, list[Fact]] = {}
-    for i, f in enumerate(facts):
-        groups.setdefault(root(i), []).append(f)
-    return [g for g in groups.values() if len(g) > 1], len(facts)
-
-
-def compress(
-    kb: KnowledgeBase, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
-) -> CompressResult:
-    """Merge near-duplicate clusters of the whole KB (oldest first, each member folded into the
-    running merge); contradictions are flagged, distinct members left alone."""
-    started = time.perf_counter()
-    now = time.time() if now is None else now
-    if not kb.has_vectors:
-        raise ModelError(
-            "kb compress needs fact vectors: sqlite-vec is not available or the vector table is missing"
-            " — fix: pip install sqlite-vec sqlean-py, then `deepresearch kb reembed`"
-        )
-    groups, total = clusters(kb, kb.config.duplicate_similarity)
-    result = CompressResult(total, len(groups), dry_run=dry_run)
-    for group in groups:
-        group.sort(key=lambda f: (f.verified_at, f.created_at, f.id))
-        head, members, flags = group[0], [group[0]], []
-        record = MergeRecord([], [], head.fact, "duplicate", "none")
-        for fact in group[1:]:
-            decision = decide(head, fact, model)
-            if decision.kind in ("duplicate", "update") and decision.text:
-                members.append(fact)
-                head = merged_fact(members, decision.text)
-                record.kind = "update" if "update" in (record.kind, decision.kind) else "duplicate"
-                record.method = "model" if "model" in (record.method, decision.method) else decision.method
-            elif decision.kind == "contradiction":
-                flags.append((fact.id, decision.reason))
-        if len(members) > 1:
-            record.old_ids, record.old_texts = [m.id for m in members], [m.fact for m in members]
-            record.new_text = head.fact
-            if not dry_run:
-                record.new_id = kb.absorb(record.old_ids, head, now=now, reason=f"compress: {record.kind}")
-            result.merges.append(record)
-        for fact_id, reason in flags:
-            other = record.new_id or members[0].id
-            result.flagged.append((fact_id, other, reason))
-            if not dry_run:
-                kb.flag_conflict(fact_id, other, reason, now=now)
-    result.seconds = time.perf_counter() - started
-    return result

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from deepresearch.db import set_meta, transaction
 from deepresearch.errors import DeepResearchError
-from deepresearch.kb.store import MISSING_KEY
-
-if TYPE_CHECKING:
-    from deepresearch.kb.store import KnowledgeBase
+from deepresearch.kb.rows import MISSING_KEY, bump, has_vectors, log_event
 
 
 @dataclass
@@ -40,14 +37,14 @@ class SweepResult:
         return f"{text} in {self.batches} batch(es), {self.seconds:.2f}s"
 
 
-def _due(kb: KnowledgeBase, now: float, purge: bool, limit: int) -> list[tuple[int, str, str, str]]:
+def _due(conn: Any, now: float, purge: bool, limit: int) -> list[tuple[int, str, str, str]]:
     # Purge also removes facts an earlier sweep already marked expired. INDEXED BY: without
     # ANALYZE statistics SQLite prefers the status index and sorts every active row per batch.
     if purge:
         index, statuses = "facts_expires_any", "status in ('active', 'expired')"
     else:
         index, statuses = "facts_expiry", "status = 'active'"
-    return kb.conn.execute(
+    return conn.execute(
         f"select rid, id, fact, status from facts indexed by {index}"
         f" where expires_at is not null and expires_at < ? and {statuses} order by expires_at limit ?",
         (now, limit),
@@ -55,7 +52,7 @@ def _due(kb: KnowledgeBase, now: float, purge: bool, limit: int) -> list[tuple[i
 
 
 def sweep(
-    kb: KnowledgeBase,
+    conn: Any,
     *,
     now: float | None = None,
     purge: bool = False,
@@ -67,39 +64,39 @@ def sweep(
     now = time.time() if now is None else now
     result = SweepResult(dry_run=dry_run, now=now)
     if dry_run:
-        rows = _due(kb, now, purge, -1)
+        rows = _due(conn, now, purge, -1)
         result.expired = sum(1 for r in rows if r[3] == "active")
         result.purged = len(rows) if purge else 0
         result.batches = 0
         result.seconds = time.perf_counter() - started
         return result
-    vectors = kb.has_vectors
-    if purge and not vectors and kb.conn.execute("select 1 from sqlite_master where name = 'fact_vec'").fetchone():
+    vectors = has_vectors(conn)
+    if purge and not vectors and conn.execute("select 1 from sqlite_master where name = 'fact_vec'").fetchone():
         raise DeepResearchError(
             "sweep --purge must delete vectors too, but sqlite-vec is not available — fix: pip install"
             " sqlite-vec sqlean-py, or run the sweep without --purge"
         )
     while True:
-        with transaction(kb.conn):
-            rows = _due(kb, now, purge, batch)
+        with transaction(conn):
+            rows = _due(conn, now, purge, batch)
             for rid, fact_id, text, status in rows:
                 if purge:
-                    kb.conn.execute("delete from facts where rid = ?", (rid,))
+                    conn.execute("delete from facts where rid = ?", (rid,))
                     if vectors:
-                        kb.conn.execute("delete from fact_vec where rowid = ?", (rid,))
-                    kb._log(fact_id, "delete", now, text, None, "purged by sweep (past expires_at)")
+                        conn.execute("delete from fact_vec where rowid = ?", (rid,))
+                    log_event(conn, fact_id, "delete", now, text, None, "purged by sweep (past expires_at)")
                     result.purged += 1
                 else:
-                    kb.conn.execute("update facts set status = 'expired' where rid = ?", (rid,))
+                    conn.execute("update facts set status = 'expired' where rid = ?", (rid,))
                     if vectors:
-                        kb.conn.execute("update fact_vec set status = 'expired' where rowid = ?", (rid,))
+                        conn.execute("update fact_vec set status = 'expired' where rowid = ?", (rid,))
                     else:
-                        set_meta(kb.conn, MISSING_KEY, "1")  # vector rows resync when sqlite-vec is back
-                    kb._log(fact_id, "expire", now, None, None, "past expires_at")
+                        set_meta(conn, MISSING_KEY, "1")  # vector rows resync when sqlite-vec is back
+                    log_event(conn, fact_id, "expire", now, None, None, "past expires_at")
                 if status == "active":
                     result.expired += 1
             if rows:
-                kb._bump()
+                bump(conn)
                 result.batches += 1
         if len(rows) < batch:
             break

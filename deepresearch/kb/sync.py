@@ -5,14 +5,13 @@ history `seq` per (uri, collection) is kept in `meta`; a push sends only facts w
 history rows: active ones are upserted (primary key = the fact's ULID), superseded, expired
 or purged ones are deleted, and facts that passed their `expires_at` without a sweep are
 deleted remotely by filter. Pull reads the remote facts that are new here or verified more
-recently and stores them through the KB's own write path (`KnowledgeBase._store` with the
+recently and stores them through the KB's own write path (`KnowledgeBase.import_facts` with the
 remote ids kept, the path `kb import` uses), so exact-duplicate dedup and reconfirm rules
 apply and pulled facts keep their ids, times and source URLs. A pull stores the remote
 vectors when the collection was built with the local embedding model (its id is a collection
 property and a field of every row), else it re-embeds the pulled facts with the local model.
 
-pymilvus (the `milvus` extra) is imported lazily. A uri is a server URL
-(http://host:19530) or a milvus-lite path ending in `.db` (a directory it creates).
+The Milvus client, schema and collection checks are in kb/milvus.py.
 """
 
 from __future__ import annotations
@@ -20,41 +19,34 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
+from deepresearch.config import KBConfig
 from deepresearch.db import get_meta, set_meta
-from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
+from deepresearch.errors import DeepResearchError, InputError
 from deepresearch.facts import Fact
+from deepresearch.kb import rows
+from deepresearch.kb.milvus import (
+    Remote,
+    check_compatible,
+    create,
+    default_client,
+    describe,
+    fact_row,
+    quiet_pymilvus,
+    resolve_uri,
+    validate_collection,
+)
+from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
+from deepresearch.kb.store import KnowledgeBase
 from deepresearch.models.embed import Embedder
-
-if TYPE_CHECKING:
-    from deepresearch.kb.store import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
-COLLECTION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 DIRECTIONS = ("push", "pull", "both")
-NEVER = -1.0  # expires_at sentinel: Milvus scalars cannot be NULL in every version
-MODEL_PROPERTY = "deepresearch.embedding_model"
 WATERMARK_PREFIX = "sync.milvus:"
-INSTALL_FIX = "pip install 'deepresearch[milvus]'"
-# Byte limits of the VARCHAR fields (Milvus counts UTF-8 bytes); a fact is ≤ 2000 chars.
-LIMITS = {"fact": 8192, "source_url": 8192, "research_topic": 4096, "category": 64, "status": 16}
-MAX_SOURCES_BYTES = 60_000
-# Codes pymilvus uses for "could not connect" (2) and rate limiting (8); plus gRPC wording.
-RETRIABLE_CODES = {2, 8}
-RETRIABLE_WORDS = (
-    "unavailable",
-    "timed out",
-    "timeout",
-    "deadline exceeded",
-    "connection refused",
-    "not ready",
-)
 
 Progress = Callable[[str, int, int], None]
 
@@ -98,209 +90,6 @@ class SyncReport:
         return asdict(self)
 
 
-# --- validation and connection ----------------------------------------------------------
-
-
-def validate_collection(name: str) -> str:
-    """The collection name if it matches the allow-list pattern, else InputError."""
-    if not isinstance(name, str) or not COLLECTION_PATTERN.match(name):
-        raise InputError(
-            f"invalid Milvus collection name {name!r} — use letters, digits and underscores,"
-            " starting with a letter or underscore, at most 255 characters (e.g. deepresearch_facts)"
-        )
-    return name
-
-
-def resolve_uri(uri: str) -> str:
-    """A server URL as given, or a milvus-lite path made absolute (it must end in .db)."""
-    uri = (uri or "").strip()
-    if re.match(r"^(https?|tcp)://", uri) or uri.startswith("unix:"):
-        return uri
-    if not uri:
-        raise InputError("no Milvus uri — pass --uri http://host:19530 or --uri ./milvus.db")
-    path = Path(uri).expanduser()
-    if path.suffix != ".db":
-        raise InputError(
-            f"{uri} is neither a server URL nor a milvus-lite path — use http://host:19530, or a"
-            " local path ending in .db (e.g. ./milvus.db)"
-        )
-    if not path.parent.is_dir():
-        raise InputError(f"the folder of the milvus-lite path {uri} does not exist — create {path.parent} first")
-    return str(path.resolve())
-
-
-def _default_client(uri: str) -> Any:
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:
-        raise DeepResearchError(f"Milvus sync needs pymilvus — {INSTALL_FIX}") from exc
-    return MilvusClient(uri=uri, timeout=30)
-
-
-def is_retriable(exc: BaseException) -> bool:
-    """True for errors worth retrying: connection refused/reset, timeouts, server unavailable, rate limits."""
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return True
-    name = type(exc).__name__
-    if name == "MilvusUnavailableException":
-        return True
-    code = getattr(exc, "code", None)
-    if callable(code):  # grpc.RpcError: code() is a StatusCode
-        with contextlib.suppress(Exception):
-            code = code().name
-        return code in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED")
-    if name.endswith("Exception") and code in RETRIABLE_CODES:
-        return True
-    message = str(exc).lower()
-    return name.endswith("Exception") and any(word in message for word in RETRIABLE_WORDS)
-
-
-class Remote:
-    """A Milvus client whose every call retries transient errors with exponential backoff."""
-
-    def __init__(
-        self,
-        uri: str,
-        factory: Callable[[str], Any],
-        *,
-        retries: int = 4,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-    ):
-        self.uri, self.retries, self.backoff, self.sleep = uri, retries, backoff, sleep
-        self.attempts = 0
-        self.client = self._retry("connect", lambda: factory(uri))
-
-    def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
-        """client.op(*args, **kwargs) with retries; failures become SearchError naming the uri."""
-        return self._retry(op, lambda: getattr(self.client, op)(*args, **kwargs))
-
-    def _retry(self, op: str, fn: Callable[[], Any]) -> Any:
-        for attempt in range(self.retries + 1):
-            self.attempts += 1
-            try:
-                return fn()
-            except DeepResearchError:
-                raise
-            except Exception as exc:
-                if not is_retriable(exc):
-                    raise SearchError(
-                        f"Milvus at {self.uri} failed ({op}): {_short(exc)} — check the uri, the"
-                        " collection and the server log"
-                    ) from exc
-                if attempt == self.retries:
-                    raise SearchError(
-                        f"Milvus at {self.uri} is unreachable ({op} failed {attempt + 1} times:"
-                        f" {_short(exc)}) — start the server or check --uri, then run the sync again"
-                    ) from exc
-                delay = self.backoff * 2**attempt
-                log.warning("Milvus %s failed (%s); retry %d in %.1fs", op, _short(exc), attempt + 1, delay)
-                self.sleep(delay)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        """Close the client (errors on close are not worth a failed sync)."""
-        with contextlib.suppress(Exception):
-            self.client.close()
-
-
-def _short(exc: BaseException) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return " ".join(str(message).split())[:300]
-
-
-@contextlib.contextmanager
-def _quiet_pymilvus() -> Iterator[None]:
-    """pymilvus logs every failed RPC with a traceback; our error message replaces that.
-
-    milvus-lite's in-process gRPC server also logs a traceback for an RPC it lacks
-    (AllocTimestamp, which query_iterator tries before falling back to a client timestamp).
-    """
-    with contextlib.suppress(ImportError):
-        import pymilvus  # noqa: F401  (its import configures its loggers: do that first)
-    loggers = [logging.getLogger(name) for name in ("pymilvus", "grpc._server")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
-# --- remote collection ------------------------------------------------------------------
-
-
-def _schema(dimension: int) -> Any:
-    from pymilvus import DataType, MilvusClient
-
-    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=32)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    for name in ("fact", "source_url"):
-        schema.add_field(name, DataType.VARCHAR, max_length=LIMITS[name])
-    schema.add_field("sources", DataType.JSON)
-    schema.add_field("category", DataType.VARCHAR, max_length=LIMITS["category"])
-    schema.add_field("confidence", DataType.DOUBLE)
-    schema.add_field("research_topic", DataType.VARCHAR, max_length=LIMITS["research_topic"])
-    for name in ("created_at", "verified_at", "expires_at"):
-        schema.add_field(name, DataType.DOUBLE)
-    schema.add_field("status", DataType.VARCHAR, max_length=LIMITS["status"])
-    schema.add_field("embedding_model", DataType.VARCHAR, max_length=256)
-    return schema
-
-
-REQUIRED_FIELDS = {
-    "id", "vector", "fact", "source_url", "sources", "category", "confidence", "research_topic",
-    "created_at", "verified_at", "expires_at", "status", "embedding_model",
-}  # fmt: skip
-
-
-def _describe(remote: Remote, collection: str) -> tuple[int, str | None] | None:
-    """(dimension, embedding model) of an existing collection, None if it does not exist."""
-    if not remote.call("has_collection", collection):
-        return None
-    info = remote.call("describe_collection", collection)
-    fields = {f["name"]: f for f in info.get("fields", [])}
-    missing = sorted(REQUIRED_FIELDS - set(fields))
-    if missing:
-        raise InputError(
-            f"collection {collection} at {remote.uri} was not created by deepresearch (missing fields"
-            f" {', '.join(missing)}) — choose another --collection"
-        )
-    params = fields["vector"].get("params") or {}
-    dimension = int(params.get("dim") or fields["vector"].get("dim") or 0)
-    model = (info.get("properties") or {}).get(MODEL_PROPERTY)
-    return dimension, model
-
-
-def _check_compatible(collection: str, uri: str, remote: tuple[int, str | None], model: str, dim: int) -> None:
-    """Fail closed before writing vectors of another dimension or model into a collection."""
-    remote_dim, remote_model = remote
-    if remote_dim != dim or (remote_model and remote_model != model):
-        raise DimensionMismatch(
-            f"Milvus collection {collection} at {uri} holds {remote_dim}-d vectors of"
-            f" {remote_model or 'an unknown model'}, but this knowledge base has {dim}-d vectors of"
-            f" {model} — push to another --collection, or rebuild the local vectors with"
-            f" embedding.model={remote_model} and `deepresearch kb reembed`"
-        )
-
-
-def _create(remote: Remote, collection: str, dimension: int, model: str) -> None:
-    from pymilvus import MilvusClient
-
-    index = MilvusClient.prepare_index_params()
-    index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-    remote.call(
-        "create_collection",
-        collection,
-        schema=_schema(dimension),
-        index_params=index,
-        properties={MODEL_PROPERTY: model},
-    )
-
-
 # --- push -------------------------------------------------------------------------------
 
 
@@ -315,14 +104,6 @@ def _read_watermark(conn: Any, key: str) -> int:
 
 def _write_watermark(conn: Any, key: str, seq: int, now: float) -> None:
     set_meta(conn, key, json.dumps({"seq": seq, "at": now}))
-
-
-def _changed(conn: Any, since: int, upto: int) -> list[tuple[str, int]]:
-    """(fact id, first new history seq) of facts with history rows in (since, upto]."""
-    return conn.execute(
-        "select fact_id, min(seq) from fact_history where seq > ? and seq <= ? group by fact_id order by 2",
-        (since, upto),
-    ).fetchall()
 
 
 class _VectorReader:
@@ -346,42 +127,14 @@ class _VectorReader:
         return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
 
-def _row(fact: Fact, vector: Any, model: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The Milvus row of a fact, or a reason it cannot be stored there."""
-    sources = list(fact.sources or [fact.source_url])
-    for name in ("fact", "source_url", "research_topic"):
-        if len(getattr(fact, name).encode("utf-8")) > LIMITS[name]:
-            return None, f"{name} longer than {LIMITS[name]} bytes"
-    if len(json.dumps(sources).encode("utf-8")) > MAX_SOURCES_BYTES:
-        return None, f"sources list larger than {MAX_SOURCES_BYTES} bytes"
-    return {
-        "id": fact.id,
-        "vector": [float(x) for x in vector],
-        "fact": fact.fact,
-        "source_url": fact.source_url,
-        "sources": sources,
-        "category": fact.category,
-        "confidence": float(fact.confidence),
-        "research_topic": fact.research_topic,
-        "created_at": float(fact.created_at),
-        "verified_at": float(fact.verified_at),
-        "expires_at": NEVER if fact.expires_at is None else float(fact.expires_at),
-        "status": fact.status,
-        "embedding_model": model,
-    }, None
-
-
-def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
+def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: str,
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
-    from deepresearch.kb.store import DIMENSION_KEY, FACT_COLUMNS, MODEL_KEY
-
-    conn = kb.conn
     model, dim = get_meta(conn, MODEL_KEY) or "", int(get_meta(conn, DIMENSION_KEY) or 0)
-    existing = _describe(remote, collection)
+    existing = describe(remote, collection)
     # a collection that is gone (dropped, or a new server) gets everything, not just the changes
     since = _read_watermark(conn, key) if existing is not None else 0
-    upto = conn.execute("select coalesce(max(seq), 0) from fact_history").fetchone()[0]
-    changed = _changed(conn, since, upto)
+    upto = rows.last_seq(conn)
+    changed = rows.changes_since(conn, since, upto)
     if changed and not model:
         raise DeepResearchError(
             "cannot push: the knowledge base has no embedding vectors yet — run `deepresearch kb reembed`"
@@ -389,7 +142,7 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     if existing is not None:
         report.remote_dimension, report.remote_model = existing
         if model:
-            _check_compatible(collection, remote.uri, existing, model, dim)
+            check_compatible(collection, remote.uri, existing, model, dim)
         remote.call("load_collection", collection)  # a new process finds it released
     if changed and not getattr(conn, "vec_version", None):
         raise DeepResearchError(
@@ -398,17 +151,15 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     if existing is None and changed:
         report.created, report.remote_dimension, report.remote_model = True, dim, model
         if not report.dry_run:
-            _create(remote, collection, dim, model)
+            create(remote, collection, dim, model)
     vectors = _VectorReader(conn, bulk=len(changed) > 2000)
     no_vector: list[int] = []  # first history seq of facts without a vector: resent next time
     for start in range(0, len(changed), batch):
         chunk = changed[start : start + batch]
         ids = [c[0] for c in chunk]
-        rows = conn.execute(
-            f"select {FACT_COLUMNS} from facts where id in ({','.join('?' * len(ids))})", ids
-        ).fetchall()
-        facts = {f.id: f for f in kb._facts_from_rows(rows)}
-        live = {r[1]: r[0] for r in rows if r[10] == "active" and (r[9] is None or r[9] >= now)}
+        found, stored = rows.select_facts(conn, "id", ids)
+        facts = {f.id: f for f in stored}
+        live = {r[1]: r[0] for r in found if r[10] == "active" and (r[9] is None or r[9] >= now)}
         upserts, deletes = [], []
         for fact_id, first_seq in chunk:
             if fact_id not in live:  # superseded, expired, past expires_at, or purged
@@ -418,7 +169,7 @@ def _push(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
             if vector is None:
                 no_vector.append(first_seq)
                 continue
-            row, problem = _row(facts[fact_id], vector, model)
+            row, problem = fact_row(facts[fact_id], vector, model)
             if row is None:
                 report.skipped += 1
                 report.warnings.append(f"fact {fact_id} not pushed: {problem}")
@@ -484,9 +235,8 @@ def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vec
             iterator.close()
 
 
-def _wanted(kb: KnowledgeBase, rows: list[dict]) -> tuple[list[Fact], int]:
+def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     """Remote rows worth storing here (new, verified later, or with new sources) and the rest's count."""
-    conn = kb.conn
     ids = [r["id"] for r in rows]
     marks = ",".join("?" * len(ids))
     local = {
@@ -578,33 +328,30 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
     from deepresearch.errors import NotFound
 
-    existing = _describe(remote, collection)
+    existing = describe(remote, collection)
     if existing is None:
         raise NotFound(f"no collection {collection} at {remote.uri} — push to it first, or check --collection")
     report.remote_dimension, report.remote_model = existing
     remote.call("load_collection", collection)  # a new process finds it released
     conn = kb.conn
-    before = conn.execute("select coalesce(max(seq), 0) from fact_history").fetchone()[0]
+    before = rows.last_seq(conn)
     pushed_upto = _read_watermark(conn, key)
     added: set[str] = set()
     seen = 0
-    writer, vectors = kb, None
+    vectors = None
     if not report.dry_run:
-        from deepresearch.kb.store import KnowledgeBase
-
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
         # rows say which model made their vector; fetch vectors unless the collection says "another"
         vectors = _RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
-        writer = KnowledgeBase(conn, vectors, kb.config)  # same connection, same write path
-    for rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
-        seen += len(rows)
-        wanted, skipped = _wanted(kb, rows)
+    for batch_rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
+        seen += len(batch_rows)
+        wanted, skipped = _wanted(conn, batch_rows)
         report.skipped += skipped
         if report.dry_run:
             report.pulled += len(wanted)
         elif wanted and vectors is not None:
-            vectors.add(rows)
-            result = writer._store(wanted, now, keep_identity=True)
+            vectors.add(batch_rows)
+            result = kb.import_facts(wanted, now, embedder=vectors)
             report.pulled += len(result.added)
             report.reconfirmed += len(result.reconfirmed)
             report.skipped += len(result.rejected)
@@ -619,7 +366,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         return
     # The remote already holds what was just pulled: when the pull's own 'add' rows are the only
     # new history, move the push watermark past them so the next push does not send them back.
-    after = conn.execute("select coalesce(max(seq), 0) from fact_history").fetchone()[0]
+    after = rows.last_seq(conn)
     others = conn.execute(
         "select fact_id, event from fact_history where seq > ? and seq <= ?", (before, after)
     ).fetchall()
@@ -650,27 +397,21 @@ def sync_milvus(
     `kb_or_conn` is a KnowledgeBase (needed to pull: pulled facts are embedded locally) or a
     connection (push only). `client_factory(uri)` is the seam for tests (default MilvusClient).
     """
-    from deepresearch.kb.store import KnowledgeBase
-
     started = time.perf_counter()
     validate_collection(collection)  # before any connection: the name reaches Milvus calls
     if direction not in DIRECTIONS:
         raise InputError(f"unknown sync direction {direction!r} — use push, pull or both")
     resolved = resolve_uri(uri)
-    if isinstance(kb_or_conn, KnowledgeBase):
-        kb = kb_or_conn
-    else:
-        from deepresearch.config import KBConfig
-
-        kb = KnowledgeBase(kb_or_conn, None, KBConfig())
+    # a bare connection can push (vectors are read, not made); its pull fails for want of an embedder
+    kb = kb_or_conn if isinstance(kb_or_conn, KnowledgeBase) else KnowledgeBase(kb_or_conn, None, KBConfig())
     now = time.time() if now is None else now
     report = SyncReport(uri=resolved, collection=collection, direction=direction, dry_run=dry_run)
     key = _watermark_key(resolved, collection)
-    with _quiet_pymilvus():
-        remote = Remote(resolved, client_factory or _default_client, retries=retries, backoff=backoff, sleep=sleep)
+    with quiet_pymilvus():
+        remote = Remote(resolved, client_factory or default_client, retries=retries, backoff=backoff, sleep=sleep)
         try:
             if direction in ("push", "both"):
-                _push(kb, remote, collection, report, key, now, batch, progress)
+                _push(kb.conn, remote, collection, report, key, now, batch, progress)
             if direction in ("pull", "both"):
                 _pull(kb, remote, collection, report, key, now, batch, progress)
         finally:

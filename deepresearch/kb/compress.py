@@ -1,0 +1,102 @@
+"""`kb compress`: merge near-duplicate clusters across the whole KB with the write path's rules."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deepresearch.db import transaction
+from deepresearch.errors import ModelError
+from deepresearch.facts import Fact, text_hash
+from deepresearch.kb import rows
+from deepresearch.kb.index import one_blas_thread, read_all_vectors
+from deepresearch.kb.merge import decide, merged_fact
+from deepresearch.kb.records import CompressResult, MergeRecord
+from deepresearch.kb.write import Vectors, absorb
+
+if TYPE_CHECKING:
+    from deepresearch.config import KBConfig
+    from deepresearch.models.llm import ChatModel
+
+
+def clusters(conn: Any, threshold: float) -> tuple[list[list[Fact]], int]:
+    """Groups of active facts linked by cosine >= threshold or an equal text hash; and the fact count."""
+    found = conn.execute(f"select {rows.FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
+    facts = rows.facts_from_rows(conn, found)
+    pos = {r[0]: i for i, r in enumerate(found)}
+    parent = list(range(len(facts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    by_hash: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        other = by_hash.setdefault(text_hash(f.fact), i)
+        parent[root(i)] = root(other)
+    rids, matrix = read_all_vectors(conn) if rows.has_vectors(conn) else (np.zeros(0), np.zeros((0, 0)))
+    keep = [n for n, rid in enumerate(rids.tolist()) if rid in pos]
+    idx, vectors = [pos[int(rids[n])] for n in keep], np.asarray(matrix[keep], dtype=np.float32)
+    with one_blas_thread():
+        for start in range(0, len(idx), 1024):
+            block = vectors[start : start + 1024] @ vectors.T
+            for a, b in zip(*np.nonzero(block >= threshold), strict=True):
+                if start + a < b:
+                    parent[root(idx[start + a])] = root(idx[b])
+    groups: dict[int, list[Fact]] = {}
+    for i, f in enumerate(facts):
+        groups.setdefault(root(i), []).append(f)
+    return [g for g in groups.values() if len(g) > 1], len(facts)
+
+
+def compress(
+    conn: Any,
+    config: KBConfig,
+    vectors: Vectors,
+    model: ChatModel | None = None,
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> CompressResult:
+    """Merge near-duplicate clusters of the whole KB (oldest first, each member folded into the
+    running merge); contradictions are flagged, distinct members left alone."""
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    if not rows.has_vectors(conn):
+        raise ModelError(
+            "kb compress needs fact vectors: sqlite-vec is not available or the vector table is missing"
+            " — fix: pip install sqlite-vec sqlean-py, then `deepresearch kb reembed`"
+        )
+    groups, total = clusters(conn, config.duplicate_similarity)
+    result = CompressResult(total, len(groups), dry_run=dry_run)
+    for group in groups:
+        group.sort(key=lambda f: (f.verified_at, f.created_at, f.id))
+        head, members, flags = group[0], [group[0]], []
+        record = MergeRecord([], [], head.fact, "duplicate", "none")
+        for fact in group[1:]:
+            decision = decide(head, fact, model)
+            if decision.kind in ("duplicate", "update") and decision.text:
+                members.append(fact)
+                head = merged_fact(members, decision.text)
+                record.kind = "update" if "update" in (record.kind, decision.kind) else "duplicate"
+                record.method = "model" if "model" in (record.method, decision.method) else decision.method
+            elif decision.kind == "contradiction":
+                flags.append((fact.id, decision.reason))
+        if len(members) > 1:
+            record.old_ids, record.old_texts = [m.id for m in members], [m.fact for m in members]
+            record.new_text = head.fact
+            if not dry_run:
+                record.new_id = absorb(conn, config, vectors, record.old_ids, head, now, f"compress: {record.kind}")
+            result.merges.append(record)
+        for fact_id, reason in flags:
+            other = record.new_id or members[0].id
+            result.flagged.append((fact_id, other, reason))
+            if not dry_run:
+                with transaction(conn):
+                    rows.flag(conn, fact_id, other, reason, now)
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,113 @@
+"""The merge pass of the write path: which incoming facts merge into (or contradict) which.
+
+Planning happens before the write lock is taken (model calls may run here); the write
+path (kb/write.py) then applies the plan inside its transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deepresearch.facts import Fact
+from deepresearch.kb.index import RamIndex, one_blas_thread
+from deepresearch.kb.merge import Decision, decide, merged_fact
+from deepresearch.kb.rows import select_facts
+
+if TYPE_CHECKING:
+    from deepresearch.config import KBConfig
+    from deepresearch.models.llm import ChatModel
+
+
+@dataclass
+class Action:
+    """The plan for one incoming fact: insert it, merge it into `target`, or insert and flag."""
+
+    kind: str  # insert | merge | flag
+    target: str | int | None = None  # stored fact id, or index of an earlier fact of the batch
+    fact: Fact | None = None  # the merged fact (merge)
+    decision: Decision | None = None
+
+
+def neighbours(
+    conn: Any, config: KBConfig, ram: RamIndex, matrix: np.ndarray, threshold: float, k: int = 3
+) -> list[list[tuple[int, float]]]:
+    """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
+    count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
+    if not count:
+        return [[] for _ in range(len(matrix))]
+    if count >= config.ram_index_min_facts:  # one matrix product for the whole batch
+        ram.refresh(conn)
+        active = ram.status == "active"
+        with one_blas_thread():
+            scores = ram.matrix @ np.asarray(matrix, dtype=np.float32).T
+        out = []
+        for col in range(scores.shape[1]):
+            hit = np.flatnonzero(active & (scores[:, col] >= threshold))
+            best = hit[np.argsort(-scores[hit, col])][:k]
+            out.append([(int(ram.rids[i]), float(scores[i, col])) for i in best])
+        return out
+    sql = "select rowid, distance from fact_vec where embedding match ? and k = ? and status = 'active'"
+    return [
+        [
+            (int(rid), 1.0 - dist)
+            for rid, dist in conn.execute(sql, (np.asarray(v, dtype=np.float32).tobytes(), k))
+            if 1.0 - dist >= threshold
+        ]
+        for v in matrix
+    ]
+
+
+def plan_batch(
+    conn: Any,
+    config: KBConfig,
+    ram: RamIndex,
+    facts: list[Fact],
+    matrix: np.ndarray,
+    model: ChatModel | None = None,
+) -> list[Action]:
+    """Decide, before any write lock is taken, how each (new, cleaned) fact joins the KB.
+
+    One KNN pass for the batch plus the batch's own similarity matrix; earlier facts of the
+    batch are merge candidates for later ones, and every merge result can absorb more.
+    """
+    threshold = config.duplicate_similarity
+    found = neighbours(conn, config, ram, matrix, threshold)
+    rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
+    stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
+    inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T
+    current: dict[str | int, Fact] = {f.id: f for f in stored.values()}
+    redirect: dict[str | int, str | int] = {}
+
+    def head(key: str | int) -> str | int:
+        while key in redirect:
+            key = redirect[key]
+        return key
+
+    actions: list[Action] = []
+    for j, fact in enumerate(facts):
+        current[j] = fact
+        candidates: list[tuple[str | int, float]] = [
+            (stored[rid].id, score) for rid, score in found[j] if rid in stored
+        ]
+        candidates += [(i, float(inner[i, j])) for i in range(j) if inner[i, j] >= threshold]
+        action = Action("insert")
+        seen: set[str | int] = set()
+        for key, _ in sorted(candidates, key=lambda c: -c[1]):
+            target = head(key)
+            if target == j or target in seen:
+                continue
+            seen.add(target)
+            decision = decide(current[target], fact, model)
+            if decision.kind in ("duplicate", "update") and decision.text:
+                merged = merged_fact([current[target], fact], decision.text)
+                action = Action("merge", target, merged, decision)
+                current[j], redirect[target] = merged, j
+                break
+            if decision.kind == "contradiction":
+                action = Action("flag", target, None, decision)
+                break
+        actions.append(action)
+    return actions

@@ -1,0 +1,105 @@
+"""Lifecycle-aware recall: semantic (vec0 or the RAM index) or, degraded, FTS5 keyword search."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deepresearch.facts import Hit
+from deepresearch.kb import lifecycle
+from deepresearch.kb.fts import search_fts
+from deepresearch.kb.index import Filter, RamIndex, search_vec0, vec_dimension
+from deepresearch.kb.records import Recall
+from deepresearch.kb.rows import select_facts
+from deepresearch.kb.vectors import backfill
+
+if TYPE_CHECKING:
+    from deepresearch.config import KBConfig
+    from deepresearch.models.embed import Embedder
+
+log = logging.getLogger(__name__)
+
+
+def recall(
+    conn: Any,
+    config: KBConfig,
+    ram: RamIndex,
+    vectors: tuple[Embedder | None, str | None],
+    text: str,
+    *,
+    top_k: int | None = None,
+    min_confidence: float | None = None,
+    mode: str | None = None,
+    freshness: str | None = None,
+    category: str | None = None,
+    now: float | None = None,
+) -> Recall:
+    """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
+
+    `vectors` is (checked embedder, None) or (None, why not). Relevance is the cosine
+    similarity; on the degraded path it is BM25 mapped to 0..1.
+    """
+    now = time.time() if now is None else now
+    k = top_k or config.top_k
+    vis = lifecycle.visibility(mode, config, freshness, category)
+    minimum = config.min_confidence if min_confidence is None else float(min_confidence)
+    flt = Filter(vis, now, minimum, config)
+    embedder, reason = vectors
+    if embedder is not None:
+        backfill(conn, embedder)
+        # an unclaimed (empty) vector table may still have the migration's default dimension
+        empty = vec_dimension(conn) != embedder.dimension
+        found = [] if empty else search_vectors(conn, config, ram, embedder.embed(text), flt, k)
+    else:
+        log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
+        found = search_fts(conn, text, flt, k)
+    return Recall(hits(conn, config, found, flt), degraded=embedder is None, reason=reason, mode=vis.mode)
+
+
+def search_vectors(
+    conn: Any, config: KBConfig, ram: RamIndex, vector: np.ndarray, flt: Filter, k: int
+) -> list[tuple[int, float]]:
+    """Top-k (rid, cosine) through the RAM index for big KBs, sqlite-vec KNN for small ones."""
+    # max(rid) is O(1) and close enough to the row count to pick an engine
+    count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
+    if count >= config.ram_index_min_facts:
+        ram.refresh(conn)
+        return ram.search(vector, flt, k)
+    return search_vec0(conn, vector, flt, k)
+
+
+def hits(conn: Any, config: KBConfig, found: list[tuple[int, float]], flt: Filter) -> list[Hit]:
+    """Hits for (rid, relevance) pairs, with confidence decayed by the lifecycle mode."""
+    if not found:
+        return []
+    rows, facts = select_facts(conn, "rid", [rid for rid, _ in found])
+    by_rid = {r[0]: f for r, f in zip(rows, facts, strict=False)}
+    out = []
+    for rid, relevance in found:
+        fact = by_rid.get(rid)
+        if fact is None:
+            continue  # purged between search and fetch
+        age = max(0.0, (flt.now - fact.verified_at) / lifecycle.DAY)
+        out.append(
+            Hit(
+                id=fact.id,
+                fact=fact.fact,
+                source_url=fact.source_url,
+                sources=fact.sources,
+                category=fact.category,
+                confidence=lifecycle.decayed_confidence(
+                    fact.confidence, fact.category, age, flt.visibility.mode, config
+                ),
+                raw_confidence=fact.confidence,
+                relevance=relevance,
+                age_days=age,
+                created_at=fact.created_at,
+                research_topic=fact.research_topic,
+                verified_at=fact.verified_at,
+                status=fact.status,
+            )
+        )
+    return out
