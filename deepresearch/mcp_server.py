@@ -30,7 +30,8 @@ from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from deepresearch import __version__
-from deepresearch.errors import DeepResearchError, NotFound
+from deepresearch.errors import NotFound, user_message
+from deepresearch.text import redact_secrets
 from deepresearch.workspace import Workspace
 
 # The schemas' enums; a test keeps them equal to deepresearch.facts' tuples.
@@ -58,6 +59,12 @@ def _one_line(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)
+
+
+def cli_line(exc: BaseException) -> str | None:
+    """The `Error: …` line the CLI prints for `exc` (credentials redacted); None for a bug."""
+    message = user_message(exc)
+    return None if message is None else f"Error: {redact_secrets(message)}"
 
 
 def _failed(payload: dict[str, Any], message: str) -> CallToolResult:
@@ -117,8 +124,9 @@ class DeepResearchServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(cause, DeepResearchError):
-                raise ToolError(f"Error: {cause}") from None
+            line = cli_line(cause) if cause is not None else None
+            if line is not None:
+                raise ToolError(line) from None
             if isinstance(cause, ValidationError):
                 raise ToolError(f"Error: invalid arguments for {name}: {_one_line(cause)}") from cause
             if isinstance(cause, ToolError) and not isinstance(exc, UnexpectedToolError):
@@ -255,10 +263,11 @@ def build_server(
         try:
             with server.open() as ws:
                 record = RunStore(ws.db).get(run_id)
-        except NotFound as exc:
-            raise ResourceNotFoundError(f"Error: {exc}") from None
-        except DeepResearchError as exc:
-            raise ResourceError(f"Error: {exc}") from None
+        except Exception as exc:
+            line = cli_line(exc)
+            if line is None:
+                raise
+            raise (ResourceNotFoundError if isinstance(exc, NotFound) else ResourceError)(line) from None
         if not record.report:
             raise ResourceNotFoundError(
                 f"Error: run {record.id} stopped before its report (step {record.step}) — continue it with"
