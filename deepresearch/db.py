@@ -22,6 +22,8 @@ from types import ModuleType
 from typing import Any, Iterator
 
 from deepresearch.errors import DatabaseCorrupt, DeepResearchError, InputError, KnowledgeBaseLocked
+from deepresearch.migrations import apply_migrations
+from deepresearch.migrations import transaction as transaction  # re-exported: writers import it from db
 
 log = logging.getLogger(__name__)
 
@@ -161,23 +163,9 @@ def connect(path: Path | str, *, load_vec: bool = True, migrate: bool = True, pr
     else:
         conn.vec_error = "not requested"
     if migrate:
-        from deepresearch.migrations import apply_migrations
-
         with sqlite_errors(path):
             apply_migrations(conn)
     return conn
-
-
-@contextlib.contextmanager
-def transaction(conn: Any) -> Iterator[Any]:
-    """A short write transaction (BEGIN IMMEDIATE … COMMIT, rolled back on error)."""
-    conn.execute("begin immediate")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("rollback")
-        raise
-    conn.execute("commit")
 
 
 def sqlite_version(conn: Any) -> str:

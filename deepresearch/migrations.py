@@ -8,11 +8,24 @@ applied on a later connect) while the extension is unavailable.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from deepresearch.db import transaction
+# Lives here, at the bottom layer, so migrations need nothing from db.py (db re-exports it).
+
+
+@contextlib.contextmanager
+def transaction(conn: Any) -> Iterator[Any]:
+    """A short write transaction (BEGIN IMMEDIATE … COMMIT, rolled back on error)."""
+    conn.execute("begin immediate")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
 
 
 @dataclass(frozen=True)
