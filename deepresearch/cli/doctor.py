@@ -14,7 +14,7 @@ def doctor(
     json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
     skip: Optional[List[str]] = typer.Option(None, "--skip", help="Skip a check by name (repeatable)."),
 ) -> None:
-    """Check offline that the database, sqlite-vec, models, DuckDB and workspace all work."""
+    """Check offline that the database, sqlite-vec, models, llama.cpp build, DuckDB and workspace all work."""
     from deepresearch.doctor import run_checks
 
     ws = open_workspace(ctx)
@@ -24,7 +24,9 @@ def doctor(
         echo_json({"ok": ok, "checks": checks})
     else:
         for c in checks:
-            mark = "ok  " if c.ok else "FAIL"
+            mark = ("warn" if c.warning else "ok  ") if c.ok else "FAIL"
             typer.echo(f"{mark} {c.name:<16} {c.detail}" + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
+            if c.warning:
+                typer.echo(f"     warning: {c.warning}")
         typer.echo("all checks passed" if ok else "some checks failed")
     raise typer.Exit(0 if ok else 1)
