@@ -94,3 +94,7 @@ class Hit:
     research_topic: str
     verified_at: float = 0.0
     status: Status = "active"
+    # when the fact's TTL ends (None = never); `expired` is True once that time has passed,
+    # whether or not a sweep marked it yet (inform/off mode still show such facts, tagged)
+    expires_at: float | None = None
+    expired: bool = False

@@ -54,7 +54,11 @@ def test_add_query_history(home, fake_model):
         "age_days",
         "created_at",
         "research_topic",
+        "status",
+        "expires_at",
+        "expired",
     }
+    assert as_json["hits"][0]["status"] == "active" and as_json["include_expired"] is False
     again = kb(
         home,
         "add",

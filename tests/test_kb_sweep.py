@@ -154,3 +154,99 @@ def test_sweep_while_another_process_inserts(kb, tmp_path):
     assert rows == {"active": 300}
     assert kb.conn.execute("select count(*) from fact_history where event = 'delete'").fetchone()[0] == 400
     assert kb.check() == []
+
+
+MODES = ("off", "inform", "freshness", "lifecycle")
+
+
+def _gpu_kb(kb: KnowledgeBase) -> tuple[str, str]:
+    """A market_data fact verified 10 days before NOW (TTL 7) and a fresh one."""
+    old = Fact("Graphics processor prices rose 20 percent", "https://m.example/old", category="market_data")
+    fresh = Fact("Graphics processor prices fell in spring", "https://m.example/new", category="market_data")
+    old_id = kb.add_facts([old], now=NOW - 10 * DAY).added[0]
+    fresh_id = kb.add_facts([fresh], now=NOW - DAY).added[0]
+    return old_id, fresh_id
+
+
+@pytest.mark.parametrize("engine", ["vec0", "ram", "fts"])
+def test_swept_fact_is_never_recalled_unless_asked(kb, engine, monkeypatch):
+    old_id, fresh_id = _gpu_kb(kb)
+    if engine == "ram":
+        kb.config.ram_index_min_facts = 0
+    if engine == "fts":
+        monkeypatch.setattr(kb, "_vectors", lambda embedder=None: lambda: (None, "test: keyword path"))
+    # before the sweep: off/inform return the past-TTL fact, tagged; the TTL modes drop it by age
+    for mode in ("off", "inform"):
+        hits = {h.id: h for h in kb.query("graphics processor prices", mode=mode, now=NOW).hits}
+        assert hits[old_id].status == "active" and hits[old_id].expired
+        assert hits[old_id].expires_at == pytest.approx(NOW - 3 * DAY)
+        assert not hits[fresh_id].expired and hits[fresh_id].status == "active"
+    assert kb.sweep(now=NOW).expired == 1
+    for mode in MODES:
+        recall = kb.query("graphics processor prices", mode=mode, now=NOW)
+        assert [h.id for h in recall.hits] == [fresh_id], mode
+        assert recall.degraded == (engine == "fts")
+        shown = kb.query("graphics processor prices", mode=mode, now=NOW, include_expired=True, top_k=5)
+        statuses = {h.id: h.status for h in shown.hits}
+        # lifecycle mode still filters by the TTL; asking for expired facts does not lift that
+        assert statuses.get(old_id) == (None if mode == "lifecycle" else "expired"), mode
+        assert shown.include_expired
+    assert "expire" in [e.event for e in kb.history(old_id)]
+
+
+def test_reconfirmed_expired_fact_is_active_again_with_history(kb):
+    old_id, _ = _gpu_kb(kb)
+    kb.sweep(now=NOW)
+    same = Fact("Graphics processor prices rose 20 percent.", "https://other.example/confirm", category="market_data")
+    assert kb.add_facts([same], now=NOW).reconfirmed == [old_id]
+    hits = {h.id: h for h in kb.query("graphics processor prices", mode="lifecycle", now=NOW).hits}
+    assert hits[old_id].status == "active" and not hits[old_id].expired
+    assert [e.event for e in kb.history(old_id)] == ["add", "expire", "reconfirm"]
+    assert "reactivated" in (kb.history(old_id)[-1].detail or "")
+    assert kb.check() == []
+
+
+def test_superseded_fact_only_with_include_expired(kb):
+    old_id, _ = _gpu_kb(kb)
+    new_id = kb.supersede(old_id, Fact("Graphics processor prices rose 25 percent", "https://m.example/fix"), now=NOW)
+    for mode in MODES:
+        ids = [h.id for h in kb.query("graphics processor prices", mode=mode, now=NOW, top_k=5).hits]
+        assert old_id not in ids and new_id in ids
+    shown = kb.query("graphics processor prices", mode="off", now=NOW, top_k=5, include_expired=True)
+    assert {h.id: h.status for h in shown.hits}[old_id] == "superseded"
+
+
+def test_cli_query_shows_status_expiry_and_the_sweep(home, use_embedder):
+    import json
+
+    from typer.testing import CliRunner
+
+    from deepresearch.cli.main import app
+    from deepresearch.workspace import Workspace
+
+    use_embedder(FakeEmbedder(model_id="fake-embedder"))
+    ws = Workspace.open(home)
+    store = KnowledgeBase.from_workspace(ws)
+    now = time.time()
+    old_id = store.add_facts(
+        [Fact("Graphics processor prices rose 20 percent", "https://m.example/old", category="market_data")],
+        now=now - 10 * DAY,
+    ).added[0]
+    ws.close()
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(app, ["--home", str(home), "kb", *args])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    table = run("query", "graphics processor prices", "--lifecycle", "inform")
+    assert "EXPIRED (past TTL, not swept yet)" in table
+    assert json.loads(run("sweep", "--json"))["expired"] == 1
+    for mode in MODES:
+        data = json.loads(run("query", "graphics processor prices", "--lifecycle", mode, "--json"))
+        assert data["hits"] == [] and data["include_expired"] is False
+    data = json.loads(run("query", "graphics processor prices", "--lifecycle", "off", "--include-expired", "--json"))
+    assert data["include_expired"] is True
+    assert [(h["id"], h["status"], h["expired"]) for h in data["hits"]] == [(old_id, "expired", True)]
+    assert "(expired)" in run("query", "graphics processor prices", "--lifecycle", "off", "--include-expired")
+    assert "expire" in run("history", old_id)

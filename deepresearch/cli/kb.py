@@ -110,12 +110,31 @@ def _hit_json(hit: Any) -> dict[str, Any]:
     """The `kb query --json` shape of a hit: every Hit field except the internal ones."""
     import dataclasses
 
-    return {k: v for k, v in dataclasses.asdict(hit).items() if k not in ("verified_at", "status")}
+    return {k: v for k, v in dataclasses.asdict(hit).items() if k != "verified_at"}
 
 
 def recall_json(recall: Any) -> dict[str, Any]:
     """The `kb query --json` shape of a Recall (also what the MCP `kb_query` tool returns)."""
-    return {"degraded": recall.degraded, "reason": recall.reason, "hits": [_hit_json(h) for h in recall.hits]}
+    return {
+        "degraded": recall.degraded,
+        "reason": recall.reason,
+        "mode": recall.mode,
+        "include_expired": recall.include_expired,
+        "hits": [_hit_json(h) for h in recall.hits],
+    }
+
+
+def _expiry_tag(hit: Any) -> str:
+    """`status`, plus when the fact expires or that it is past its TTL (not yet swept)."""
+    from datetime import datetime, timezone
+
+    if hit.status != "active":
+        return hit.status
+    if hit.expired:
+        return "active, EXPIRED (past TTL, not swept yet)"
+    if hit.expires_at is None:
+        return "active, never expires"
+    return f"active, expires {datetime.fromtimestamp(hit.expires_at, timezone.utc).strftime('%Y-%m-%d')}"
 
 
 @app.command("query")
@@ -133,7 +152,12 @@ def query(
         None, "--fresh", help="Freshness level for freshness mode: high | medium | low."
     ),
     category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),
-    as_json: bool = typer.Option(False, "--json", help="Print {degraded, reason, hits} as JSON."),
+    include_expired: bool = typer.Option(
+        False, "--include-expired", help="Also recall facts a sweep marked expired and superseded facts."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {degraded, reason, mode, include_expired, hits} as JSON."
+    ),
 ) -> None:
     """Recall facts related to TEXT, filtered and decayed by the lifecycle mode."""
     from deepresearch.kb.lifecycle import age_tag
@@ -146,6 +170,7 @@ def query(
             mode=lifecycle,
             freshness=fresh,
             category=category,
+            include_expired=include_expired,
         )
     if recall.degraded:
         warn(f"keyword search only, not semantic recall: {recall.reason}")
@@ -160,7 +185,7 @@ def query(
         typer.echo(
             f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13} {hit.fact}"
         )
-        typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]")
+        typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]  ({_expiry_tag(hit)})")
 
 
 @app.command("sweep")

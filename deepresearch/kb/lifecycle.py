@@ -10,8 +10,10 @@ path all apply the same rules (DESIGN.md §3):
 | freshness | uniform max age of the freshness level | yes (past TTL → 0) |
 | lifecycle | per-category TTL                     | yes   |
 
-Superseded facts are never recalled. Facts the sweep marked `expired` are visible exactly
-when the mode would show them anyway, so a recall never depends on whether cron ran yet.
+Facts a sweep marked `expired` and `superseded` facts are never recalled in any mode unless
+the caller asks (`include_expired`). A fact past its TTL that no sweep has touched yet is
+still `active`: modes off/inform return it and the hit says so (`Hit.expired`), the other
+modes drop it by age.
 """
 
 from __future__ import annotations
@@ -91,10 +93,17 @@ class Visibility:
         return {c: None if a is None else now - a * DAY for c, a in self.max_age.items()}
 
 
+ALL_STATUSES = ("active", "expired", "superseded")
+
+
 def visibility(
-    mode: str | None, config: KBConfig, freshness: str | None = None, category: str | None = None
+    mode: str | None,
+    config: KBConfig,
+    freshness: str | None = None,
+    category: str | None = None,
+    include_expired: bool = False,
 ) -> Visibility:
-    """The visibility rules of `mode` (freshness level and category filter optional)."""
+    """The visibility rules of `mode` (freshness level, category filter and swept/superseded facts optional)."""
     mode = effective_mode(mode, config)
     cats = (normalize_category(category),) if category else CATEGORIES
     if mode == "freshness":
@@ -108,4 +117,5 @@ def visibility(
         max_age = {c: config.categories[c].ttl_days for c in cats}
     else:
         max_age = {c: None for c in cats}
-    return Visibility(mode, ("active", "expired"), max_age, decay=mode in ("freshness", "lifecycle"))
+    statuses = ALL_STATUSES if include_expired else ("active",)
+    return Visibility(mode, statuses, max_age, decay=mode in ("freshness", "lifecycle"))

@@ -36,6 +36,7 @@ def recall(
     freshness: str | None = None,
     category: str | None = None,
     now: float | None = None,
+    include_expired: bool = False,
 ) -> Recall:
     """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
@@ -44,7 +45,7 @@ def recall(
     """
     now = time.time() if now is None else now
     k = top_k or config.top_k
-    vis = lifecycle.visibility(mode, config, freshness, category)
+    vis = lifecycle.visibility(mode, config, freshness, category, include_expired)
     minimum = config.min_confidence if min_confidence is None else float(min_confidence)
     flt = Filter(vis, now, minimum, config)
     embedder, reason = vectors
@@ -56,7 +57,13 @@ def recall(
     else:
         log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
         found = search_fts(conn, text, flt, k)
-    return Recall(hits(conn, config, found, flt), degraded=embedder is None, reason=reason, mode=vis.mode)
+    return Recall(
+        hits(conn, config, found, flt),
+        degraded=embedder is None,
+        reason=reason,
+        mode=vis.mode,
+        include_expired=include_expired,
+    )
 
 
 def search_vectors(
@@ -100,6 +107,8 @@ def hits(conn: Any, config: KBConfig, found: list[tuple[int, float]], flt: Filte
                 research_topic=fact.research_topic,
                 verified_at=fact.verified_at,
                 status=fact.status,
+                expires_at=fact.expires_at,
+                expired=fact.status == "expired" or (fact.expires_at is not None and fact.expires_at < flt.now),
             )
         )
     return out

@@ -66,6 +66,7 @@ class Recall:
     degraded: bool = False
     reason: str | None = None
     mode: str = ""
+    include_expired: bool = False
 
 
 @dataclass

@@ -164,10 +164,12 @@ class KnowledgeBase:
         freshness: str | None = None,
         category: str | None = None,
         now: float | None = None,
+        include_expired: bool = False,
     ) -> Recall:
         """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
         Relevance is the cosine similarity; on the degraded path it is BM25 mapped to 0..1.
+        Swept (`expired`) and `superseded` facts are recalled only with `include_expired`.
         """
         return recall(
             self.conn,
@@ -181,6 +183,7 @@ class KnowledgeBase:
             freshness=freshness,
             category=category,
             now=now,
+            include_expired=include_expired,
         )
 
     def history(self, fact_id: str) -> list[HistoryEvent]:
