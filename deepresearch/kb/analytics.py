@@ -4,7 +4,9 @@ Rows go from SQLite into DuckDB as an Arrow table (DuckDB's own sqlite extension
 need a download, which fails offline). The interchange shape is one JSON object per line:
 `{id, fact, source_url, sources, category, confidence, research_topic, created_at,
 verified_at, expires_at, status, superseded_by}` with times as epoch seconds; `import`
-also accepts ISO-8601 times and lines with only the first fields.
+also accepts ISO-8601 times and lines with only the first fields. Every field of a record is
+checked (type, range, status/superseded_by pairing, ids against other lines and the KB): a bad
+line is rejected with its number and the rest are imported.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from deepresearch.db import get_meta
 from deepresearch.errors import InputError
-from deepresearch.facts import Fact, normalize_category
+from deepresearch.facts import Fact, normalize_category, normalize_text
 from deepresearch.kb.lifecycle import expires_at
 from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
 
@@ -179,41 +181,100 @@ def parse_time(value: Any, default: float) -> float:
     return parsed.timestamp()
 
 
+# Times outside 1970 … 200 years ahead are typos or sentinels (0001-01-01, 9999-12-31), not times.
+LATEST = 200 * 365.25 * 86400.0
+STATUSES = ("active", "superseded", "expired")
+MAX_ID_CHARS = 64
+
+
+def _text(record: dict[str, Any], key: str) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be text, not {type(value).__name__}")
+    return value
+
+
+def _time(record: dict[str, Any], key: str, default: float, latest: float) -> float:
+    """A time field within 1970 … `latest` (years 0001 or 9999 are typos or sentinels, not times)."""
+    value = record.get(key)
+    try:
+        seconds = parse_time(value, default)
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError(f"{key} {value!r} is not a time (epoch seconds or ISO-8601)") from None
+    if not (math.isfinite(seconds) and 0.0 <= seconds <= latest):
+        last = datetime.fromtimestamp(latest, timezone.utc).year
+        raise ValueError(f"{key} {value!r} is outside 1970 … {last}")
+    return seconds
+
+
+def _ident(record: dict[str, Any], key: str) -> str:
+    ident = _text(record, key).strip()
+    if len(ident) > MAX_ID_CHARS or any(c.isspace() or not c.isprintable() for c in ident):
+        raise ValueError(f"{key} {ident[:80]!r} is not an id (up to {MAX_ID_CHARS} printable characters, no spaces)")
+    return ident
+
+
 def fact_from_record(record: dict[str, Any], now: float, config: Any) -> Fact:
-    """A Fact from one interchange record (ValueError when malformed; expiry computed if absent)."""
+    """A Fact from one interchange record, every field checked (ValueError naming the field)."""
     if not isinstance(record, dict):
         raise ValueError("a line must be a JSON object")
     text = record.get("fact")
-    if not isinstance(text, str):
+    if not isinstance(text, str) or not text.strip():
         raise ValueError("missing 'fact' text")
-    created = parse_time(record.get("created_at"), now)
-    verified = parse_time(record.get("verified_at"), created)
+    created = _time(record, "created_at", now, now + LATEST)
+    verified = _time(record, "verified_at", created, now + LATEST)
     sources = record.get("sources") or []
     if isinstance(sources, str):  # CSV exports carry sources as a JSON array string
-        sources = json.loads(sources)
-    if "expires_at" in record:
-        expiry = None if record["expires_at"] is None else parse_time(record["expires_at"], 0.0)
-    else:
-        expiry = expires_at(normalize_category(record.get("category")), verified, config)
+        try:
+            sources = json.loads(sources)
+        except ValueError:
+            raise ValueError("sources must be a list of URLs (or a JSON array of them)") from None
+    if not isinstance(sources, list) or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise ValueError("sources must be a list of URLs (text)")
+    category = _text(record, "category")
+    expiry: float | None = None
+    if record.get("expires_at") is not None:
+        expiry = _time(record, "expires_at", 0.0, now + LATEST)
+    elif "expires_at" not in record:
+        expiry = expires_at(normalize_category(category), verified, config)
     confidence = record.get("confidence")
+    if confidence is None:
+        confidence = 0.7
+    elif isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+        raise ValueError(f"confidence {confidence!r} must be a number from 0 to 1")
+    status = _text(record, "status") or "active"
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} must be one of {', '.join(STATUSES)}")
+    superseded_by = _ident(record, "superseded_by") or None
+    if (status == "superseded") != (superseded_by is not None):
+        raise ValueError("superseded_by must be set exactly when status is superseded")
     return Fact(
         fact=text,
-        source_url=str(record.get("source_url") or ""),
-        research_topic=str(record.get("research_topic") or ""),
-        category=str(record.get("category") or ""),
-        confidence=0.7 if confidence is None else confidence,
+        source_url=_text(record, "source_url"),
+        research_topic=_text(record, "research_topic"),
+        category=category,
+        confidence=float(confidence),
         created_at=created,
         verified_at=verified,
         expires_at=expiry,
-        status=record.get("status") or "active",
-        superseded_by=record.get("superseded_by") or None,
-        id=str(record.get("id") or ""),
-        sources=[str(s) for s in sources],
+        status=status,  # type: ignore[arg-type]
+        superseded_by=superseded_by,
+        id=_ident(record, "id"),
+        sources=list(sources),
     )
 
 
-def read_jsonl(path: Path | str, now: float, config: Any) -> tuple[list[Fact], list[tuple[Fact, str]]]:
-    """Facts of an interchange JSONL file, and the malformed lines rejected with their line number."""
+def read_jsonl(
+    path: Path | str, now: float, config: Any, stored_texts: Callable[[list[str]], dict[str, str]] | None = None
+) -> tuple[list[Fact], list[tuple[Fact, str]]]:
+    """Facts of an interchange JSONL file, and the lines rejected with their line number.
+
+    Besides each record's own fields, an id may not carry two different texts (in the file,
+    or against `stored_texts(ids)` → {id: text} of the KB), and a superseded record must name
+    a fact that exists in the file or the KB: `kb check` would fail on either.
+    """
     try:
         # only "\n" ends a JSONL line: splitlines() would also split on U+0085/U+2028 inside strings
         lines = Path(path).read_text(encoding="utf-8").split("\n")
@@ -223,13 +284,44 @@ def read_jsonl(path: Path | str, now: float, config: Any) -> tuple[list[Fact], l
     if head and not any(line.lstrip().startswith("{") for line in head):
         # A CSV/Parquet export (or any other file) would otherwise give one rejection per line.
         raise InputError(f"{path} is not JSONL (one JSON object per line) — export with `kb export --format jsonl`")
-    facts: list[Fact] = []
-    rejected: list[tuple[Fact, str]] = []
+    parsed: list[tuple[int, Fact]] = []
+    rejected: list[tuple[int, Fact, str]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            facts.append(fact_from_record(json.loads(line), now, config))
-        except (ValueError, TypeError) as exc:
-            rejected.append((Fact(fact=line[:200], source_url=""), f"line {number}: {exc}"))
-    return facts, rejected
+            parsed.append((number, fact_from_record(json.loads(line), now, config)))
+        except (ValueError, TypeError, RecursionError) as exc:
+            rejected.append((number, Fact(fact=line[:200], source_url=""), str(exc)))
+    facts = _consistent(parsed, rejected, stored_texts)
+    return facts, [(fact, f"line {number}: {reason}") for number, fact, reason in sorted(rejected, key=lambda r: r[0])]
+
+
+def _consistent(
+    parsed: list[tuple[int, Fact]],
+    rejected: list[tuple[int, Fact, str]],
+    stored_texts: Callable[[list[str]], dict[str, str]] | None,
+) -> list[Fact]:
+    """The records whose id carries one text and whose superseded_by names a fact (others → rejected)."""
+    ids = sorted({f.id for _, f in parsed if f.id} | {f.superseded_by for _, f in parsed if f.superseded_by})
+    stored = stored_texts(ids) if stored_texts and ids else {}
+    first: dict[str, tuple[int, str]] = {}
+    kept: list[tuple[int, Fact]] = []
+    for number, fact in parsed:
+        if fact.id in first and normalize_text(first[fact.id][1]) != normalize_text(fact.fact):
+            rejected.append((number, fact, f"id {fact.id} appears on line {first[fact.id][0]} with a different text"))
+        elif fact.id in stored and normalize_text(stored[fact.id]) != normalize_text(fact.fact):
+            reason = f"id {fact.id} already holds a different text in the knowledge base — drop the id to add it"
+            rejected.append((number, fact, reason))
+        else:
+            if fact.id:
+                first.setdefault(fact.id, (number, fact.fact))
+            kept.append((number, fact))
+    known = set(first) | set(stored)
+    facts = []
+    for number, fact in kept:
+        if fact.superseded_by and fact.superseded_by not in known:
+            rejected.append((number, fact, f"superseded_by {fact.superseded_by} names no fact in this file or the KB"))
+        else:
+            facts.append(fact)
+    return facts

@@ -123,10 +123,19 @@ class KnowledgeBase:
     def import_jsonl(self, path: Any, now: float | None = None) -> AddResult:
         """Import facts from JSONL in the interchange shape (the one `export` writes)."""
         now = time.time() if now is None else now
-        facts, rejected = analytics.read_jsonl(path, now, self.config)
+        facts, rejected = analytics.read_jsonl(path, now, self.config, self._stored_texts)
         result = self.import_facts(facts, now)
         result.rejected = rejected + result.rejected
         return result
+
+    def _stored_texts(self, ids: list[str]) -> dict[str, str]:
+        """{id: text} of the stored facts among `ids` (imports check ids against them)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.conn.execute(f"select id, fact from facts where id in ({marks})", part).fetchall())
+        return found
 
     def absorb(self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `merged` (sources: the union) and supersede every fact of `old_ids` by it; return its id."""
