@@ -171,14 +171,19 @@ def build_server(
             Optional[LifecycleMode], Field(description="How stale facts are filtered (default: kb.lifecycle_mode).")
         ] = None,
         category: Annotated[Optional[Category], Field(description="Only facts of this category.")] = None,
+        include_expired: Annotated[
+            bool, Field(description="Also recall facts a sweep marked expired and superseded facts.")
+        ] = False,
     ) -> dict[str, Any]:
         """Recall facts related to `text` from the knowledge base, filtered and decayed by the lifecycle
-        mode (as `deepresearch kb query --json`: {degraded, reason, hits})."""
+        mode (as `deepresearch kb query --json`: {degraded, reason, mode, include_expired, hits})."""
         from deepresearch.cli.kb import recall_json
         from deepresearch.kb.store import KnowledgeBase
 
         with server.open() as ws:
-            recall = KnowledgeBase.from_workspace(ws).query(text, top_k=top_k, mode=lifecycle, category=category)
+            recall = KnowledgeBase.from_workspace(ws).query(
+                text, top_k=top_k, mode=lifecycle, category=category, include_expired=include_expired
+            )
         return recall_json(recall)
 
     @server.tool(annotations=READ_ONLY)

@@ -130,8 +130,11 @@ def test_stdio_server_add_query_search_and_bad_input(corpus_home: Path, tmp_path
                 # A user error from the library: the very line the CLI prints.
                 missing = await client.call_tool("runs_show", {"run_id": "NO-SUCH-RUN"})
                 assert missing.is_error and _text(missing) == expected_cli_line
-                again = await client.call_tool("kb_query", {"text": "SQLite readers and writers", "top_k": 1})
+                again = await client.call_tool(
+                    "kb_query", {"text": "SQLite readers and writers", "top_k": 1, "include_expired": True}
+                )
                 assert not again.is_error and again.structured_content["hits"][0]["id"] == fact_id
+                assert again.structured_content["include_expired"] is True
 
     anyio.run(main)
     assert "Traceback" not in (tmp_path / "server.err").read_text(encoding="utf-8")
