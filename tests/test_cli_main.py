@@ -71,6 +71,37 @@ def test_help_and_version_do_not_import_heavy_modules():
     assert "HEAVY []" in out
 
 
+HEAVY_FOR_QUERIES = ("torch", "sentence_transformers", "transformers", "llama_cpp", "duckdb", "pyarrow")
+
+
+def test_kb_query_and_corpus_search_do_not_import_heavy_modules(home, tmp_path):
+    # Real commands on a real workspace (default embedding backend): a query that only reads
+    # the KB or the corpus must not pay for torch, llama.cpp, DuckDB or Arrow.
+    doc = tmp_path / "wal.md"
+    doc.write_text("# WAL\n\nIn WAL mode readers do not block writers and writers do not block readers.")
+    for args in (
+        [
+            "kb",
+            "add",
+            "SQLite WAL mode lets readers and writers work at the same time.",
+            "--source",
+            "https://a.example",
+        ],
+        ["corpus", "add", str(doc)],
+    ):
+        assert runner.invoke(app, ["--home", str(home), *args]).exit_code == 0
+    for command in (["kb", "query", "WAL readers writers"], ["corpus", "search", "WAL readers"]):
+        code = (
+            "import sys\n"
+            f"sys.argv = ['deepresearch', '--home', {str(home)!r}, *{command!r}]\n"
+            "from deepresearch.cli.main import app\n"
+            "try:\n    app()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            f"print('HEAVY', [m for m in {HEAVY_FOR_QUERIES!r} if m in sys.modules])\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert "WAL" in proc.stdout and "HEAVY []" in proc.stdout, (command, proc.stdout, proc.stderr)
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["kb", "--help"], ["--version"]])
 def test_module_entry_point(argv):
     proc = subprocess.run([sys.executable, "-m", "deepresearch", *argv], capture_output=True, text=True)

