@@ -248,9 +248,12 @@ def check(
     """Verify that facts, sources, history, vectors and FTS rows agree (exit 1 on problems)."""
     with _kb(ctx) as kb:
         problems = kb.check()
+        unchecked = None if getattr(kb.conn, "vec_version", None) else getattr(kb.conn, "vec_error", None)
     if as_json:
-        echo_json({"ok": not problems, "problems": problems})
+        echo_json({"ok": not problems, "problems": problems, "vectors_not_checked": unchecked})
     else:
+        if unchecked:
+            typer.echo(f"note: vectors not checked — sqlite-vec is not available ({unchecked})")
         for problem in problems:
             typer.echo(f"problem: {problem}")
         typer.echo("ok: facts, vectors and FTS agree" if not problems else f"{len(problems)} problem(s)")

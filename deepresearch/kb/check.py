@@ -15,8 +15,26 @@ def _ids(rows: list[tuple]) -> str:
 
 
 def check(conn: Any) -> list[str]:
-    """A list of human-readable problems; empty when everything agrees."""
+    """A list of human-readable problems; empty when everything agrees.
+
+    Also checks the whole file (`PRAGMA quick_check`: a damaged page in any table) and the
+    corpus (`search.corpus.check_corpus`). Without sqlite-vec the vectors are not checked,
+    which is not a problem (the CLI says so in a note).
+    """
+    from deepresearch.search.corpus import check_corpus
+
     problems: list[str] = []
+    try:
+        damage = [str(r[0]) for r in conn.execute("pragma quick_check").fetchall() if str(r[0]) != "ok"]
+    except Exception as exc:  # a page too damaged to read at all
+        damage = [str(exc)]
+    if damage:
+        problems.append(
+            f"the database file is damaged ({'; '.join(damage[:3])}) — restore a backup, or recover what is"
+            " readable with `sqlite3 deepresearch.db .recover | sqlite3 recovered.db`"
+        )
+        return problems  # the row checks below would only report the same damage again
+    problems += check_corpus(conn)
     try:
         conn.execute("insert into fact_fts (fact_fts, rank) values ('integrity-check', 1)")
     except Exception as exc:  # FTS5 reports a mismatch with its content table as an error
@@ -41,7 +59,6 @@ def check(conn: Any) -> list[str]:
             problems.append(f"{len(rows)} {label}: {_ids(rows)}")
     dim = get_meta(conn, DIMENSION_KEY)
     if not getattr(conn, "vec_version", None):
-        problems.append(f"vectors not checked: sqlite-vec is not available ({conn.vec_error})")
         return problems
     if vec_dimension(conn) is None:
         problems.append("the vector table fact_vec is missing — run `deepresearch kb reembed`")

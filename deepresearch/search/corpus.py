@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 MODES = ("hybrid", "bm25", "vector")
 META_MODEL = "corpus.embedding_model"
 META_DIM = "corpus.embedding_dim"
+# Chunk ids whose vector is wrong or gone stale because they were written or deleted without
+# sqlite-vec; created on first use, emptied when the vectors are fixed (see Corpus._mark_stale).
+STALE_TABLE = "corpus_vec_stale"
 ROW_BATCH = 256
 SNIPPET_CHARS = 300
 
@@ -164,6 +167,30 @@ class Corpus:
         row = self.conn.execute("select 1 from sqlite_master where name = 'corpus_vec'").fetchone()
         return row is not None
 
+    def _degraded(self) -> bool:
+        """A vector table exists but this connection cannot write it (sqlite-vec not loaded)."""
+        return not getattr(self.conn, "vec_version", None) and self._has_vec_table()
+
+    def _mark_stale(self, chunk_ids: Iterable[int]) -> None:
+        """Record chunk ids whose vector, if any, is wrong (written or deleted while degraded):
+        the next run with sqlite-vec drops those vectors and embeds the chunks again."""
+        self.conn.execute(f"create table if not exists {STALE_TABLE} (chunk_id integer primary key)")
+        self.conn.executemany(f"insert or ignore into {STALE_TABLE} (chunk_id) values (?)", [(i,) for i in chunk_ids])
+
+    def _drop_stale_vectors(self, stale: list[int]) -> int:
+        """Delete the vectors of stale chunk ids and of chunks that no longer exist; returns how many."""
+        with transaction(self.conn):
+            for chunk_id in stale:
+                self.conn.execute("delete from corpus_vec where rowid = ?", (chunk_id,))
+            orphans = self.conn.execute(
+                "select rowid from corpus_vec where rowid not in (select id from corpus_chunks)"
+            ).fetchall()
+            for (rowid,) in orphans:
+                self.conn.execute("delete from corpus_vec where rowid = ?", (rowid,))
+            if stale:
+                self.conn.execute(f"delete from {STALE_TABLE}")
+        return len(stale) + len(orphans)
+
     def _check_model(self, embedder: Embedder) -> None:
         stored = get_meta(self.conn, META_MODEL)
         if stored is not None and stored != embedder.model_id:
@@ -195,10 +222,17 @@ class Corpus:
         return embedder.embed_batch(texts)
 
     def embed_missing(self, batch: int = ROW_BATCH) -> int:
-        """Embed chunks stored without a vector (ingested while sqlite-vec was unavailable)."""
-        if not self.vectors_enabled or not self.count_chunks():
+        """Embed chunks stored without a vector (ingested while sqlite-vec was unavailable), after
+        dropping the vectors that degraded writes made stale (see `_mark_stale`)."""
+        if not self.vectors_enabled:
             return 0
         have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if self._has_vec_table() else 0
+        stale = stale_chunk_ids(self.conn)
+        if stale or have > self.count_chunks():
+            self._drop_stale_vectors(stale)
+            have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0]
+        if not self.count_chunks():
+            return 0
         if have >= self.count_chunks():
             return 0
         embedder = self.embedder
@@ -433,8 +467,11 @@ class Corpus:
     def _delete_documents(self, doc_ids: list[int]) -> None:
         """Delete documents with their chunks, FTS rows and vectors (caller holds the transaction)."""
         has_vec = self._has_vec_table() and getattr(self.conn, "vec_version", None)
+        degraded = self._degraded()
         for doc_id in doc_ids:
             chunk_ids = [r[0] for r in self.conn.execute("select id from corpus_chunks where doc_id = ?", (doc_id,))]
+            if degraded:  # the vectors cannot be deleted now: a new chunk could inherit one
+                self._mark_stale(chunk_ids)
             for chunk_id in chunk_ids:
                 self.conn.execute("delete from corpus_fts where rowid = ?", (chunk_id,))
                 if has_vec:
@@ -462,9 +499,10 @@ class Corpus:
                 self._delete_documents(doc_ids)
                 removed += len(doc_ids)
                 self.conn.execute("delete from corpus_sources where id = ?", (source_id,))
-            if all_sources:
+            if all_sources and not self._degraded():  # a vec0 table cannot be dropped without sqlite-vec
                 self.conn.execute("delete from meta where key in (?, ?)", (META_MODEL, META_DIM))
                 self.conn.execute("drop table if exists corpus_vec")
+                self.conn.execute(f"drop table if exists {STALE_TABLE}")
         return removed
 
     def sources(self) -> list[SourceInfo]:
@@ -505,6 +543,7 @@ class Corpus:
         embedder = self.embedder
         assert embedder is not None
         self._check_model(embedder)
+        self.embed_missing()  # vectors a degraded write left stale or missing are fixed first
         if not self._has_vec_table():
             return []
         vector = embedder.embed(query)
@@ -592,3 +631,48 @@ def rrf_fuse(lists: Iterable[tuple[float, list[tuple[int, int, float]]]], k: flo
                 best[doc_id] = (part, chunk_id)
     order = sorted(scores, key=lambda d: -scores[d])
     return [(best[d][1], scores[d]) for d in order]
+
+
+def stale_chunk_ids(conn: Any) -> list[int]:
+    """Chunk ids whose vector degraded writes made stale (empty when there are none)."""
+    if not conn.execute("select 1 from sqlite_master where name = ?", (STALE_TABLE,)).fetchone():
+        return []
+    return [int(r[0]) for r in conn.execute(f"select chunk_id from {STALE_TABLE} order by chunk_id")]
+
+
+def check_corpus(conn: Any) -> list[str]:
+    """Problems of the corpus tables: FTS rows vs chunks, documents vs chunks, and (with sqlite-vec)
+    vectors vs chunks — a chunk without a vector, a vector without a chunk, or a stale vector."""
+    problems: list[str] = []
+    try:
+        conn.execute("insert into corpus_fts (corpus_fts, rank) values ('integrity-check', 1)")
+    except Exception as exc:  # FTS5 reports a mismatch with its content table as an error
+        problems.append(
+            f"corpus FTS index does not match the chunks ({exc}) — run `deepresearch corpus remove` and"
+            " `corpus add` for the affected files"
+        )
+    orphans = conn.execute(
+        "select count(*) from corpus_chunks c where not exists (select 1 from corpus_documents d where d.id = c.doc_id)"
+    ).fetchone()[0]
+    if orphans:
+        problems.append(f"{orphans} corpus chunks without a document — run `deepresearch corpus remove --all`")
+    if (
+        not getattr(conn, "vec_version", None)
+        or not conn.execute("select 1 from sqlite_master where name = 'corpus_vec'").fetchone()
+    ):
+        return problems
+    fix = "the next `deepresearch corpus add` (or a vector search) re-embeds them"
+    missing = conn.execute(
+        "select count(*) from corpus_chunks c where not exists (select 1 from corpus_vec v where v.rowid = c.id)"
+    ).fetchone()[0]
+    extra = conn.execute(
+        "select count(*) from corpus_vec v where v.rowid not in (select id from corpus_chunks)"
+    ).fetchone()[0]
+    stale = stale_chunk_ids(conn)
+    if missing:
+        problems.append(f"{missing} corpus chunks without a vector — {fix}")
+    if extra:
+        problems.append(f"{extra} corpus vectors without a chunk — {fix}")
+    if stale:
+        problems.append(f"{len(stale)} corpus vectors that do not match their chunk text (stale) — {fix}")
+    return problems
