@@ -208,8 +208,13 @@ class SearchConfig(_Section):
     zim: ZimConfig = Field(default_factory=ZimConfig, description="Offline Wikipedia (ZIM) settings.")
 
 
+ModelStep = Literal["plan", "extract", "reflect", "answer"]
+
+
 class ResearchConfig(_Section):
-    max_loops: int = Field(2, ge=1, description="Reflection loops before the report is written.")
+    max_loops: int = Field(
+        3, ge=1, description="Search loops at most (the question, then up to two hops of bridge follow-ups)."
+    )
     queries_per_loop: int = Field(3, ge=1, description="Search queries planned per loop.")
     budget_seconds: float | None = Field(None, gt=0, description="Stop searching after this many seconds; null = none.")
     facts_per_source: int = Field(5, ge=1, description="Facts extracted per source at most.")
@@ -221,6 +226,13 @@ class ResearchConfig(_Section):
         le=1,
         description="KB facts at least this similar to a query count toward covering it; a query whose key"
         " words such fresh facts all mention is not searched again.",
+    )
+    model_steps: list[ModelStep] = Field(
+        default_factory=lambda: list[ModelStep](["answer"]),
+        description="Research steps that ask the chat model (plan: extra queries; extract: facts; reflect:"
+        " follow-ups; answer: pick among the scored answer candidates). Every step has a deterministic"
+        " path; the default lists only steps whose model output the eval accepts with the shipped model —"
+        " add steps for a stronger GGUF or server. [] = no model is loaded.",
     )
 
 

@@ -27,8 +27,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deepresearch.config import LLMConfig  # noqa: E402
-from deepresearch.models.extract import _stem, extract_facts, is_grounded  # noqa: E402
+from deepresearch.grounding import is_grounded  # noqa: E402
+from deepresearch.models.extract import extract_facts  # noqa: E402
 from deepresearch.text import content_words  # noqa: E402
+from deepresearch.text import stem as _stem  # noqa: E402
 
 
 def load_passages(path: Path, limit: int) -> list[dict[str, Any]]:

@@ -1,25 +1,31 @@
-"""Evaluate the research loop on multi-hop questions in HotpotQA's format.
+"""Evaluate the research loop on multi-hop questions (HotpotQA / MuSiQue format) against one search.
 
-Each item is {question, answer, supporting_facts: [[title, sentence_index], …],
-context: [[title, [sentence, …]], …]}. All contexts of the selected items are written as
-Markdown files and ingested as the corpus of a temporary workspace (via the corpus
-module); then each question is researched and scored:
+Each item is {question, answer, [answer_aliases], supporting_facts: [[title, …], …],
+context: [[title, [sentence, …] | text], …]}. The paragraphs are written as Markdown files
+(one per distinct title + text: two MuSiQue paragraphs can share a title) and ingested with
+the corpus module into a workspace; `--corpus all` ingests every paragraph of the file, not
+only those of the selected questions. The ingested DB is cached in `--cache-dir` (keyed by
+the file, the corpus choice and the embedding model), so reruns do not re-embed.
 
-- support recall: share of gold supporting paragraphs among the report's cited sources
-- answer found: the gold answer string occurs in the report or in the extracted facts
-- citation validity: cited numbers that resolve to a source the run retrieved (or a KB fact's source);
-  model-emitted ids that resolved to nothing were removed from the report and are counted apart
-- wall time per question and the LLM's share of it (non-LLM overhead target: ≤ 15 %)
+Modes, each on its own copy of the ingested workspace, CLI defaults (config file defaults):
+- model:    the research loop with the configured chat model (the shipped GGUF by default)
+- none:     the same loop with no model (every step on its deterministic path)
+- baseline: the top 5 documents of one `corpus search` for the question
 
-Baseline in the same run: the same pipeline with no model (every step on its deterministic
-fallback), on a fresh KB.
+Figures per mode: support recall of cited sources (gold supporting paragraphs, matched by
+title), gold answer (or an alias) in the Answer section, gold answer anywhere in the report,
+citation validity (cited numbers that resolve to a source the run retrieved or a KB fact's
+source), median wall seconds; for the model mode also the per-step model acceptance rates
+and how often the model's answer choice / the scored choice holds the gold answer.
 
-    python3 scripts/eval_research.py ../shared/eval/multihop/hotpotqa_train.json --limit 5 [--json]
+    python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --limit 30 \
+        --cache-dir /tmp/eval-cache [--modes model,none,baseline] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
@@ -29,176 +35,259 @@ import tempfile
 import time
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+MODES = ("model", "none", "baseline")
+BASELINE_TOP = 5
 
-def _norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+def norm(text: str) -> str:
+    """Case-, accent- and punctuation-folded text with single spaces (and spaces at both ends)."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
+    return " " + " ".join(re.sub(r"[^\w\s]", " ", text).split()) + " "
+
+
+def contains_answer(text: str, answers: list[str]) -> bool:
+    """True if a gold answer (or alias) occurs in `text` as whole words (folded)."""
+    hay = norm(text)
+    return any(norm(a).strip() and norm(a) in hay for a in answers)
+
+
+def answers_of(item: dict) -> list[str]:
+    """The gold answer and its aliases."""
+    return [item["answer"], *item.get("answer_aliases", [])]
+
+
+def paragraphs(item: dict) -> list[tuple[str, str]]:
+    """(title, text) of an item's context paragraphs."""
+    return [(t, "".join(s).strip() if isinstance(s, list) else str(s).strip()) for t, s in item["context"]]
 
 
 def write_corpus(items: list[dict], folder: Path) -> dict[str, str]:
-    """One Markdown file per distinct context paragraph; returns file URL → title."""
+    """One Markdown file per distinct (title, text); returns file URL → title."""
     folder.mkdir(parents=True, exist_ok=True)
     titles: dict[str, str] = {}
     for item in items:
-        for title, sentences in item["context"]:
-            name = re.sub(r"[^\w]+", "_", title).strip("_")[:80] or "untitled"
+        for title, text in paragraphs(item):
+            digest = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:8]
+            name = (re.sub(r"[^\w]+", "_", title).strip("_")[:70] or "untitled") + f"_{digest}"
             path = folder / f"{name}.md"
             url = f"file://{path.resolve()}"
             if url not in titles:
-                path.write_text(f"# {title}\n\n{''.join(sentences).strip()}\n", encoding="utf-8")
+                path.write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
                 titles[url] = title
     return titles
 
 
-def score(item: dict, result, state, titles: dict[str, str]) -> dict:  # type: ignore[no-untyped-def]
-    """The per-question figures."""
-    gold = {t for t, _ in item["supporting_facts"]}
+def ingest(data: list[dict], args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, str], float]:
+    """The ingested corpus DB (from the cache when present), URL → title, ingest seconds (0 if cached)."""
+    from deepresearch.config import load_config
+    from deepresearch.search.corpus import Corpus
+    from deepresearch.workspace import Workspace
+
+    items = data if args.corpus == "all" else data[args.start : args.start + args.limit]
+    model_id = load_config().embedding.model
+    key = hashlib.sha1(
+        f"{args.file.resolve()}|{args.file.stat().st_size}|{args.corpus}|{len(items)}|{model_id}".encode()
+    ).hexdigest()[:12]
+    cache = (args.cache_dir or work) / f"corpus-{key}"
+    docs = cache / "docs"
+    db = cache / "deepresearch.db"
+    titles = write_corpus(items, docs)  # cheap, and gives the same URLs as the cached DB
+    if db.exists():
+        return db, titles, 0.0
+    home = cache / "ingest"
+    shutil.rmtree(home, ignore_errors=True)
+    ws = Workspace.open(home)
+    started = time.perf_counter()
+    try:
+        Corpus.from_workspace(ws).add_paths([docs])
+        ws.db.execute("pragma wal_checkpoint(truncate)")
+    finally:
+        ws.close()
+    seconds = time.perf_counter() - started
+    shutil.move(str(home / "deepresearch.db"), db)
+    shutil.rmtree(home, ignore_errors=True)
+    return db, titles, seconds
+
+
+def gold_titles(item: dict) -> set[str]:
+    """Titles of the supporting paragraphs (MuSiQue: a shared title matches any paragraph of it)."""
+    return {t for t, *_ in item["supporting_facts"]}
+
+
+def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> dict:
+    """Per-question figures of one research run."""
+    gold = gold_titles(item)
     cited = {titles.get(s["url"]) for s in result.sources}
-    body = result.report.split("## Sources")[0]
+    body = result.report.split("\n## Sources")[0]
+    answer_section = body.split("## Answer", 1)[-1].split("\n## ", 1)[0]
     numbers = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", body)]
-    # Valid = the number is listed AND its URL was retrieved in this run or is a recalled KB fact's source.
     allowed = {s.url for s in state.sources} | {u for k in state.known for u in k.sources}
     urls = {s["n"]: s["url"] for s in result.sources}
     valid = sum(1 for n in numbers if urls.get(n) in allowed)
-    removed = result.report_stats.get("invalid_citations_removed", 0)
-    haystack = _norm(result.report + " " + " ".join(f["fact"] for f in result.facts))
-    llm = result.counters.get("llm_seconds", 0.0)
+    stats = result.report_stats
+    golds = answers_of(item)
+    choice = stats.get("answer_choice") or {}
     return {
         "question": item["question"],
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
-        "answer_found": _norm(item["answer"]) in haystack,
+        "answer_in_answer": contains_answer(answer_section, golds),
+        "answer_anywhere": contains_answer(body, golds),
         "citations": len(numbers),
         "citation_validity": valid / len(numbers) if numbers else 1.0,
-        "model_ids_removed": removed,
         "wall_seconds": result.elapsed_seconds,
-        "llm_seconds": round(llm, 3),
-        "llm_share": llm / result.elapsed_seconds if result.elapsed_seconds else 0.0,
+        "llm_seconds": round(result.counters.get("llm_seconds", 0.0), 3),
         "backend_searches": int(result.counters.get("backend_searches", 0)),
+        "loops": result.loops,
         "stop": result.stop_reason,
+        "model_steps": stats.get("model_steps", {}),
+        "scored_choice_gold": contains_answer(choice.get("scored", ""), golds) if choice else None,
+        "model_choice_gold": contains_answer(choice["model"], golds) if choice.get("model") else None,
     }
 
 
-def evaluate(items: list[dict], corpus_db: Path, work: Path, use_llm: bool, loops: int, queries: int) -> list[dict]:
-    """Research every item in a copy of the ingested workspace; return per-question scores."""
-    from deepresearch.research.loop import build_deps, options_from_config, run_research
+def run_mode(mode: str, items: list[dict], db: Path, work: Path, titles: dict[str, str]) -> list[dict]:
+    """Research (or search, for the baseline) every item in a fresh copy of the ingested workspace."""
+    from deepresearch.research.loop import run_research
     from deepresearch.research.runs import RunStore
+    from deepresearch.research.wiring import build_deps, options_from_config
+    from deepresearch.search.corpus import Corpus
     from deepresearch.workspace import Workspace
 
-    home = work / ("llm" if use_llm else "baseline")
+    home = work / mode
+    shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    shutil.copy(corpus_db, home / "deepresearch.db")
+    shutil.copy(db, home / "deepresearch.db")
     ws = Workspace.open(home)
-    rows = []
+    rows: list[dict] = []
     try:
-        opts = options_from_config(ws, loops=loops, queries=queries, use_cache=False)
-        deps = build_deps(ws, opts)
-        if not use_llm:
-            deps.model = None
+        if mode == "baseline":
+            corpus = Corpus.from_workspace(ws)
+        else:
+            opts = options_from_config(ws)
+            deps = build_deps(ws, opts)
+            if mode == "none":
+                deps.model = None
         for i, item in enumerate(items, 1):
-            result = run_research(ws, item["question"], opts, deps=deps)
-            rows.append(score(item, result, RunStore(ws.db).load_state(result.run_id), TITLES))
-            r = rows[-1]
+            if mode == "baseline":
+                started = time.perf_counter()
+                hits = corpus.search(item["question"], BASELINE_TOP)
+                wall = time.perf_counter() - started
+                text = "\n".join(h.text for h in hits)
+                gold = gold_titles(item)
+                row = {
+                    "question": item["question"],
+                    "support_recall": len(gold & {titles.get(h.url) for h in hits}) / len(gold),
+                    "answer_in_answer": None,
+                    "answer_anywhere": contains_answer(text, answers_of(item)),
+                    "citations": len(hits),
+                    "citation_validity": 1.0,
+                    "wall_seconds": round(wall, 3),
+                }
+            else:
+                result = run_research(ws, item["question"], opts, deps=deps)
+                row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
+            rows.append(row)
             print(
-                f"[{'llm' if use_llm else 'base'} {i}/{len(items)}] recall {r['support_recall']:.2f} "
-                f"answer {'yes' if r['answer_found'] else 'no '} valid {r['citation_validity']:.2f} "
-                f"{r['wall_seconds']:.1f}s llm {r['llm_share']:.0%}  {item['question'][:60]}",
+                f"[{mode} {i}/{len(items)}] recall {row['support_recall']:.2f} "
+                f"answer {'-' if row['answer_in_answer'] is None else 'yes' if row['answer_in_answer'] else 'no '} "
+                f"anywhere {'yes' if row['answer_anywhere'] else 'no '} valid {row['citation_validity']:.2f} "
+                f"{row['wall_seconds']:.1f}s  {item['question'][:70]}",
                 file=sys.stderr,
+                flush=True,
             )
     finally:
         ws.close()
     return rows
 
 
-def summary(rows: list[dict]) -> dict:
-    """Means (and the median wall time) over questions."""
-    wall = sum(r["wall_seconds"] for r in rows)
-    llm = sum(r["llm_seconds"] for r in rows)
-    return {
+def summarize(rows: list[dict]) -> dict:
+    """Means over questions, the median wall time, per-step model acceptance and choice accuracy."""
+
+    def mean(key: str) -> float | None:
+        values = [float(r[key]) for r in rows if r.get(key) is not None]
+        return round(statistics.mean(values), 3) if values else None
+
+    out: dict[str, Any] = {
         "questions": len(rows),
-        "support_recall": round(statistics.mean(r["support_recall"] for r in rows), 3),
-        "answer_found": round(statistics.mean(float(r["answer_found"]) for r in rows), 3),
-        "citation_validity": round(statistics.mean(r["citation_validity"] for r in rows), 3),
-        "wall_seconds_mean": round(wall / len(rows), 2),
+        "support_recall": mean("support_recall"),
+        "answer_in_answer": mean("answer_in_answer"),
+        "answer_anywhere": mean("answer_anywhere"),
+        "citation_validity": mean("citation_validity"),
         "wall_seconds_median": round(statistics.median(r["wall_seconds"] for r in rows), 2),
-        "llm_share": round(llm / wall, 3) if wall else 0.0,
-        "non_llm_seconds_mean": round((wall - llm) / len(rows), 2),
-        "backend_searches_mean": round(statistics.mean(r["backend_searches"] for r in rows), 2),
-        "model_ids_removed_total": sum(r["model_ids_removed"] for r in rows),
+        "llm_seconds_mean": mean("llm_seconds"),
+        "loops_mean": mean("loops"),
+        "backend_searches_mean": mean("backend_searches"),
     }
-
-
-TITLES: dict[str, str] = {}
+    steps: dict[str, dict[str, int]] = {}
+    for r in rows:
+        for step, counts in (r.get("model_steps") or {}).items():
+            total = steps.setdefault(step, {"calls": 0, "accepted": 0})
+            total["calls"] += int(counts.get("calls", 0))
+            total["accepted"] += int(counts.get("accepted", 0))
+    out["model_acceptance"] = {
+        step: {**c, "rate": round(c["accepted"] / c["calls"], 3) if c["calls"] else None} for step, c in steps.items()
+    }
+    out["scored_choice_gold"] = mean("scored_choice_gold")
+    out["model_choice_gold"] = mean("model_choice_gold")
+    return out
 
 
 def main() -> None:
-    """Ingest the contexts, research each question with and without the model, print the figures."""
+    """Ingest the paragraphs, run every mode on the selected questions, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("file", type=Path, help="HotpotQA-format JSON (a list of items).")
-    parser.add_argument("--limit", type=int, default=5, help="Questions to research (default 5).")
-    parser.add_argument("--loops", type=int, default=1)
-    parser.add_argument("--queries", type=int, default=2)
-    parser.add_argument("--no-baseline", action="store_true", help="Skip the no-model baseline.")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("file", type=Path, help="HotpotQA/MuSiQue-format JSON (a list of items).")
+    parser.add_argument("--limit", type=int, default=10, help="Questions to research (default 10).")
+    parser.add_argument("--start", type=int, default=0, help="Index of the first question (default 0).")
+    parser.add_argument(
+        "--corpus", choices=("all", "questions"), default="all", help="Ingest all paragraphs or the selected ones."
+    )
+    parser.add_argument("--modes", default=",".join(MODES), help=f"Comma-separated subset of {', '.join(MODES)}.")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="Keep the ingested corpus DB here.")
+    parser.add_argument("--json", action="store_true", help="Print everything (with per-question rows) as JSON.")
     args = parser.parse_args()
-    items = json.loads(args.file.read_text(encoding="utf-8"))[: args.limit]
-    from deepresearch.search.corpus import Corpus
-    from deepresearch.workspace import Workspace
-
+    modes = [m for m in args.modes.split(",") if m]
+    if not set(modes) <= set(MODES):
+        parser.error(f"--modes takes {', '.join(MODES)}")
+    data = json.loads(args.file.read_text(encoding="utf-8"))
+    items = data[args.start : args.start + args.limit]
     work = Path(tempfile.mkdtemp(prefix="eval-research-"))
     try:
-        TITLES.update(write_corpus(items, work / "docs"))
-        ws = Workspace.open(work / "corpus")
-        started = time.perf_counter()
-        Corpus.from_workspace(ws).add_paths([work / "docs"])
-        ingest = time.perf_counter() - started
-        ws.db.execute("pragma wal_checkpoint(truncate)")
-        ws.close()
-        db = work / "corpus" / "deepresearch.db"
-        out = {
+        db, titles, ingest_seconds = ingest(data, args, work)
+        out: dict[str, Any] = {
             "file": str(args.file),
-            "documents": len(TITLES),
-            "ingest_seconds": round(ingest, 1),
-            "loops": args.loops,
-            "queries": args.queries,
+            "questions": f"{args.start}..{args.start + len(items) - 1}",
+            "documents": len(set(titles)),
+            "ingest_seconds": round(ingest_seconds, 1),
         }
-        llm_rows = evaluate(items, db, work, True, args.loops, args.queries)
-        out["llm"] = summary(llm_rows)
-        if not args.no_baseline:
-            out["baseline_no_llm"] = summary(evaluate(items, db, work, False, args.loops, args.queries))
-        out["per_question"] = llm_rows
+        per_question = {}
+        for mode in modes:
+            rows = run_mode(mode, items, db, work, titles)
+            out[mode] = summarize(rows)
+            per_question[mode] = rows
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(json.dumps({**out, "per_question": per_question}, indent=2, ensure_ascii=False))
         return
     print(
-        f"{out['documents']} documents ingested in {out['ingest_seconds']} s; loops {args.loops}, "
-        f"queries {args.queries}"
+        f"{out['file']}: questions {out['questions']}, {out['documents']} documents"
+        f" (ingest {out['ingest_seconds']} s, 0 = cached)"
     )
-    keys = [
-        "support_recall",
-        "answer_found",
-        "citation_validity",
-        "wall_seconds_mean",
-        "wall_seconds_median",
-        "llm_share",
-        "non_llm_seconds_mean",
-        "backend_searches_mean",
-        "model_ids_removed_total",
-    ]
-    print(
-        f"{'':<24}" + "".join(f"{name:>16}" for name in ("with LLM", "baseline (none)")[: 1 + (not args.no_baseline)])
-    )
+    keys = ["support_recall", "answer_in_answer", "answer_anywhere", "citation_validity", "wall_seconds_median"]
+    keys += ["loops_mean", "backend_searches_mean", "scored_choice_gold", "model_choice_gold"]
+    print(f"{'':<24}" + "".join(f"{m:>12}" for m in modes))
     for key in keys:
-        row = f"{key:<24}{out['llm'][key]:>16}"
-        if "baseline_no_llm" in out:
-            row += f"{out['baseline_no_llm'][key]:>16}"
-        print(row)
-    print(f"non-LLM overhead with LLM: {1 - out['llm']['llm_share']:.1%} of wall time (target ≤ 15%)")
+        cells = "".join(f"{'—' if out[m].get(key) is None else out[m][key]:>12}" for m in modes)
+        print(f"{key:<24}{cells}")
+    for mode in modes:
+        for step, c in out[mode].get("model_acceptance", {}).items():
+            print(f"{mode} model step {step}: {c['accepted']}/{c['calls']} accepted ({c['rate']})")
 
 
 if __name__ == "__main__":

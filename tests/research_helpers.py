@@ -92,12 +92,19 @@ class RoutedChatModel(FakeChatModel):
         return [h["messages"][-1]["content"] for h in self.history if kind_marker in h["messages"][0]["content"]]
 
 
-def make_deps(ws: Any, embedder: Any, model: Any = None, backend: Any = None, cache: bool = True) -> Any:
+def make_deps(
+    ws: Any,
+    embedder: Any,
+    model: Any = None,
+    backend: Any = None,
+    cache: bool = True,
+    model_steps: tuple[str, ...] = ("plan", "extract", "reflect", "answer"),
+) -> Any:
     """Deps over the real KB, search cache and extraction, with the given fakes."""
     from deepresearch.kb.lifecycle import age_tag
     from deepresearch.kb.store import KnowledgeBase
     from deepresearch.models.extract import extract_facts
-    from deepresearch.research.steps import Deps
+    from deepresearch.research.deps import Deps
     from deepresearch.search.cache import SearchCache
 
     return Deps(
@@ -111,4 +118,5 @@ def make_deps(ws: Any, embedder: Any, model: Any = None, backend: Any = None, ca
         age_tag=age_tag,
         freshness_days=dict(ws.config.kb.freshness_days),
         cover_similarity=ws.config.research.kb_cover_similarity,
+        model_steps=model_steps,
     )

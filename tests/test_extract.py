@@ -10,13 +10,12 @@ from hypothesis import strategies as st
 
 from deepresearch.errors import ModelError
 from deepresearch.facts import CATEGORIES
+from deepresearch.grounding import grounding_problem, is_grounded
 from deepresearch.models.extract import (
     classify_category,
     extract_document,
     extract_facts,
     fallback_facts,
-    grounding_problem,
-    is_grounded,
 )
 from deepresearch.models.llm import ChatModel, Completion
 from tests.fakes import FakeChatModel

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deepresearch.models.extract import extract_facts, is_grounded
+from deepresearch.grounding import is_grounded
+from deepresearch.models.extract import extract_facts
 from deepresearch.models.llm import ChatModel, Completion
 
 pytestmark = pytest.mark.slow

@@ -65,8 +65,8 @@ def test_runs_list_show_search(home, fake_embedder):
     assert listed.exit_code == 0
     lines = [ULID.sub("<ID>", re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "<WHEN>", ln)) for ln in listed.stdout.splitlines()]
     assert [re.sub(r"\s+", " ", ln) for ln in lines] == [
-        "<ID> <WHEN> done no-progress FTS5 的 trigram tokenizer",
-        "<ID> <WHEN> done sufficient How does SQLite WAL mode work?",
+        "<ID> <WHEN> done max-loops FTS5 的 trigram tokenizer",
+        "<ID> <WHEN> done max-loops How does SQLite WAL mode work?",
     ]
     as_json = json.loads(runner.invoke(app, ["--home", str(home), "runs", "list", "--json"]).stdout)
     assert [r["id"] for r in as_json] == [second, first]
@@ -112,8 +112,8 @@ def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, mo
     assert data["loops"] == 1 and data["fact_ids"]
     assert "[loop 1] search" in result.stderr and "report saved:" in result.stderr
     # Every stored fact is grounded: its text occurs in (or is supported by) the source it cites.
+    from deepresearch.grounding import is_grounded
     from deepresearch.kb.store import KnowledgeBase
-    from deepresearch.models.extract import is_grounded
     from deepresearch.workspace import Workspace
 
     ws = Workspace.open(home)

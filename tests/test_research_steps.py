@@ -1,41 +1,13 @@
-"""Pure helpers of the research steps: citation parsing, grounding, query hygiene, wording, routing."""
+"""Pure helpers of the research steps: query hygiene, wording, routing, answer typing, bridges."""
 
 from __future__ import annotations
 
 from deepresearch.kb.lifecycle import age_tag
 from deepresearch.research import prompts
-from deepresearch.research.loop import route
-from deepresearch.research.state import Known, ResearchState, RunOptions
-from deepresearch.research.steps import clean_queries, grounded_rewrite, missing_words, parse_cited
-
-EVIDENCE = {
-    "S1": "SQLite WAL mode lets readers continue while a writer appends to the write-ahead log.",
-    "S2": "A checkpoint copies pages from the WAL back into the main database file.",
-}
-
-
-def test_parse_cited_moves_trailing_citations_and_counts_unknown_ids():
-    text = "Readers continue while a writer appends. [S1] [S2] Checkpoints copy pages [S9]. Answer: more [x]."
-    sentences, invalid = parse_cited(text, set(EVIDENCE))
-    assert sentences == [
-        ("Readers continue while a writer appends.", ["S1", "S2"]),
-        ("Checkpoints copy pages.", []),
-        ("more.", []),
-    ]
-    assert invalid == 2
-
-
-def test_grounded_rewrite_accepts_only_complete_supported_cited_sentences():
-    good = "In WAL mode readers continue while a writer appends to the log [S1]. A checkpoint copies pages back [S2]."  # noqa: E501
-    assert grounded_rewrite(good, EVIDENCE) == [
-        ("In WAL mode readers continue while a writer appends to the log.", ["S1"]),
-        ("A checkpoint copies pages back.", ["S2"]),
-    ]
-    assert grounded_rewrite("Readers continue while a writer appends [S3].", EVIDENCE) is None  # unknown id
-    assert grounded_rewrite("Readers continue while a writer appends.", EVIDENCE) is None  # no citation
-    assert grounded_rewrite("Penguins manage the database file [S2].", EVIDENCE) is None  # not in the evidence
-    assert grounded_rewrite("A checkpoint copies pages from the [S2]", EVIDENCE) is None  # cut by max_tokens
-    assert grounded_rewrite(None, EVIDENCE) is None
+from deepresearch.research.answer import choice_options, chosen, question_type
+from deepresearch.research.queries import clean_queries, missing_words, names_in
+from deepresearch.research.router import route
+from deepresearch.research.state import Known, ResearchState, RunOptions, Source
 
 
 def test_clean_queries_drops_repeats_junk_and_ungrounded():
@@ -53,7 +25,12 @@ def test_clean_queries_drops_repeats_junk_and_ungrounded():
 
 
 def test_missing_words_matches_word_forms():
-    assert missing_words("When does SQLite copy WAL pages?", "A checkpoint copies the pages of the WAL in SQLite") == []
+    assert (
+        missing_words(
+            "When do SQLite checkpoints copy WAL pages?", "A checkpoint copy moves the page of the WAL in SQLite"
+        )
+        == []
+    )
     assert missing_words("How do FTS5 trigram tokenizers work?", "FTS5 ranks with BM25") == [
         "trigram",
         "tokenizers",
@@ -70,49 +47,62 @@ def test_known_facts_wording_per_lifecycle_mode():
     assert prompts.render_known([], "inform", age_tag) == ("(nothing yet)", "")
 
 
-def test_route_sends_a_spent_budget_to_the_report():
+def test_route_sends_a_spent_budget_to_the_report_without_touching_the_state():
     state = ResearchState("r", "t", RunOptions(), pending=["q"])
-    assert route(state, "plan", over_budget=False) == "search"
-    assert route(state, "plan", over_budget=True) == "report" and state.stop_reason == "budget"
-    state.stop_reason = None
-    assert route(state, "reflect", over_budget=False) == "search"
+    assert route(state, "plan", over_budget=False) == ("search", None)
+    assert route(state, "plan", over_budget=True) == ("report", "budget")
+    assert state.stop_reason is None  # the router decides, the loop records
+    assert route(state, "search", over_budget=False) == ("rank", None)
+    assert route(state, "reflect", over_budget=False) == ("search", None)
+    state.stop_reason = "sufficient"
+    assert route(state, "reflect", over_budget=True) == ("report", None)
     state.pending = []
-    assert route(state, "plan", over_budget=False) == "reflect"
-    assert route(state, "report", over_budget=False) == "done"
+    assert route(state, "plan", over_budget=False) == ("reflect", None)
+    assert route(state, "report", over_budget=False) == ("done", None)
 
 
-def test_bridge_queries_follow_names_the_findings_add():
-    from deepresearch.research.state import Summary
-    from deepresearch.research.steps import bridge_queries
+def test_question_types_follow_the_question_word():
+    assert question_type("Who directed the film shot in Leland?") == "person"
+    assert question_type("When was the band formed?") == "date"
+    assert question_type("In what year did the war end?") == "date"
+    assert question_type("How many Publix stores are in Georgia?") == "number"
+    assert question_type("Where was the author born?") == "place"
+    assert question_type("Are Christopher Nolan and Sathish Kalathil both film directors?") == "yesno"
+    assert question_type("Which band was formed first, Killing Heidi or Suede?") == "choice"
+    assert choice_options("Which band was formed first, Killing Heidi or Suede?") == ["Killing Heidi", "Suede"]
+    assert question_type("Which FC Barcelona signee was a contender for Rookie of the Year?") == "entity"
 
-    state = ResearchState("r", "Who directed the film that was shot in or around Leland, North Carolina?", RunOptions())
-    state.summaries = [
-        Summary(
-            "q",
-            0,
-            [
-                ("Parts of the film Blue Velvet were shot in Leland, North Carolina.", ["S1"]),
-                ("Leland is a town in Brunswick County.", ["S1"]),
-            ],
-            "extractive",
-        )
+
+def test_names_keep_inner_small_words_but_not_sentence_starts_or_and():
+    assert names_in("The journal is published by the Society for the Exploration of Psychotherapy Integration.") == [
+        "Society for the Exploration of Psychotherapy Integration"
     ]
-    assert bridge_queries(state, 3) == ["Blue Velvet directed", "Brunswick County directed"]
-    state.queries_done = ["Blue Velvet directed"]
-    assert bridge_queries(state, 3) == ["Brunswick County directed"]
+    assert names_in("Alma Reyes and Bruno Tal are painters. He was born in Leland.") == [
+        "Alma Reyes",
+        "Bruno Tal",
+        "Leland",
+    ]
 
 
-def test_answer_labels_are_stripped_and_embellished_sentences_rejected():
-    from deepresearch.research.steps import parse_cited, supported
+def test_model_choice_must_be_a_listed_candidate_id():
+    options = ["a", "b"]
+    assert chosen({"answer": "A2"}, options) == "b"  # type: ignore[arg-type]
+    assert chosen({"answer": "A3"}, options) is None  # type: ignore[arg-type]
+    assert chosen({"answer": "Ricky Rubio"}, options) is None  # type: ignore[arg-type]
+    assert chosen("A1", options) is None  # type: ignore[arg-type]
 
-    evidence = {
-        "S1": "FTS5 ranks matches with the BM25 algorithm through its built-in bm25() function. "
-        "Lower bm25 values mean better matches."
-    }
-    text = (
-        "S1: FTS5 ranks matches with the BM25 algorithm through its built-in bm25() function, "
-        "which is a key component of the FTS5 algorithm. [S1] Lower bm25 values mean better matches. [S1]"
-    )
-    sentences, invalid = parse_cited(text, set(evidence))
-    assert invalid == 0 and not sentences[0][0].startswith("S1")
-    assert [supported(s, ids, evidence) for s, ids in sentences] == [False, True]
+
+def test_bridges_follow_names_the_question_does_not_mention():
+    from deepresearch.research.steps import bridges
+
+    topic = "Who directed the film that was shot in or around Leland, North Carolina?"
+    state = ResearchState("r", topic, RunOptions())
+    text = "Parts of the film Blue Velvet were shot in Leland, North Carolina. Leland is a town in Brunswick County."
+    source = Source("S1", "file:///leland.md", "Leland, North Carolina", text, topic, 0)
+    source.sentences = [
+        ["Parts of the film Blue Velvet were shot in Leland, North Carolina.", 0.8, 0.8],
+        ["Leland is a town in Brunswick County.", 0.4, 0.4],
+    ]
+    state.sources, state.retrievals = [source], [["S1", topic, 1]]
+    found = bridges(state, 3)
+    assert [b.query() for b in found] == ["Blue Velvet directed", "Brunswick County directed"]

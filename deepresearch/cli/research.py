@@ -37,16 +37,21 @@ def _render(event: str, **info: Any) -> str | None:
         if info.get("skipped"):
             return f'{loop} search "{info["query"]}": skipped ({info["skipped"]})'
         return f'{loop} search "{info["query"]}": {info["hits"]} hits, {info["new"]} new, cache {info["cache"]}'
-    if event == "summarize":
-        return f'{loop} summarize "{info["query"]}": {info["sentences"]} sentences ({info["method"]})'
+    if event == "rank":
+        best = f"; best answer so far: {info['candidate']}" if info.get("candidate") else ""
+        return f"{loop} rank: {info['passages']} passages, {info['cited']} cited{best}"
     if event == "extract":
-        return f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new ({info['method']})"
+        off = f", {info['skipped']} off-topic not stored" if info.get("skipped") else ""
+        return f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new{off} ({info['method']})"
     if event == "reflect":
         nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
-        return f"{loop} reflect: {info['new_facts']} new facts, {info['new_sources']} new sources; {nxt}"
+        return f"{loop} reflect: {info['new_sources']} new sources, {info['new_facts']} new facts; {nxt}"
     if event == "report":
         counts = f"{info['citations']} citations, {info['sources']} sources"
-        return f"report: {counts}, {info['invalid']} invalid citations dropped"
+        return (
+            f"report: {counts}, {info['invalid']} invalid citations dropped; answer: {info['method']};"
+            f" model used for: {info.get('model_steps', 'none')}"
+        )
     return None
 
 

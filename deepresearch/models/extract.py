@@ -18,25 +18,26 @@ from typing import TYPE_CHECKING, Callable
 
 from deepresearch.errors import ModelError
 from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY, Fact, normalize_category, text_hash
+from deepresearch.grounding import (
+    CAPITALIZED,
+    MAX_FACT_CHARS,
+    MIN_FACT_CHARS,
+    URL,
+    SourceIndex,
+    block_sentences,
+    grounding_problem,
+)
 from deepresearch.prompts import EXTRACT_FACTS, extract_schema
-from deepresearch.text import content_words, has_cjk, normalize_space, numbers, split_sentences, stem, words
+from deepresearch.text import content_words, has_cjk, normalize_space, split_sentences, stem
 
 if TYPE_CHECKING:
     from deepresearch.models.llm import ChatModel
 
 log = logging.getLogger(__name__)
 
-MAX_FACT_CHARS = 300
-MIN_FACT_CHARS = 20
 FALLBACK_CONFIDENCE = 0.6
 MODEL_CONFIDENCE_CAP = 0.9
-# Share of a fact's content words that must occur in the source, and in one passage of at
-# most two adjacent sentences (so a fact cannot stitch words from all over the document).
-MIN_SOURCE_COVERAGE = 0.85
-MIN_WINDOW_COVERAGE = 0.7
 
-_URL = re.compile(r"https?://|www\.", re.IGNORECASE)
-_CAPITALIZED = re.compile(r"\b[A-Z][\w'’\-]*[A-Za-z0-9]\b")
 _ANAPHOR_START = re.compile(
     r"^(he|she|it|its|they|them|their|his|her|this|these|those|that|such|both|which|who|here|"
     r"the latter|the former|the other|another|also|as a result|in turn|in it|in this|in these|at the time|"
@@ -48,7 +49,6 @@ _CONNECTOR_START = re.compile(
     r"and|but|so|yet|in fact|notably|indeed|overall)\s*,?\s+",
     re.IGNORECASE,
 )
-_BLOCK_LINE = re.compile(r"\n[ \t]*((?:[#>*\-+•]+|\d+[.)])[ \t]+)")
 _MARKUP = re.compile(r"^\s*(?:[#>*\-+•]+|\d+[.)])\s+")
 _REPEATED_NAME = re.compile(r"\b([A-Z][\w'’\-]*)(?: \1\b)+")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
@@ -69,76 +69,6 @@ class ExtractionResult:
     rejections: list[tuple[str, str]] = field(default_factory=list)  # (fact, reason)
     seconds: float = 0.0
     error: str | None = None  # why the model was not used, when it failed
-
-
-# --- grounding ---------------------------------------------------------------------------
-
-
-class _Source:
-    """Word, number and per-sentence indexes of one source text."""
-
-    def __init__(self, text: str):
-        self.text = normalize_space(text)
-        self.sentences = _sentences(text) or [self.text]
-        self.sentence_stems = [{stem(w) for w in words(s)} for s in self.sentences]
-        self.stems = set().union(*self.sentence_stems) if self.sentence_stems else set()
-        self.numbers = {n.rstrip("%") for n in numbers(self.text)}
-        self.lower = self.text.lower()
-
-
-_VERB_HINT = re.compile(
-    r"\b(is|are|was|were|be|been|has|have|had|can|could|will|would|may|might|must|does|did|do|"
-    r"became|become|won|made|led|took|began|held|grew|sold|rose|fell|left|ran|became|\w{2,}(?:ed|es|s))\b"
-)
-
-
-def _looks_like_claim(fact: str) -> bool:
-    """A sentence with a verb-like word in lower case, not a title or a name list."""
-    tokens = fact.split()
-    return len(tokens) >= 5 and bool(_VERB_HINT.search(" ".join(t for t in tokens if not t[:1].isupper())))
-
-
-def grounding_problem(fact_text: str, source: str | _Source, topic: str = "") -> str | None:
-    """Why `fact_text` is not supported by the source (None when it is grounded)."""
-    src = source if isinstance(source, _Source) else _Source(source)
-    fact = normalize_space(fact_text)
-    if len(fact) < MIN_FACT_CHARS:
-        return "too short to be a claim"
-    if len(fact) > MAX_FACT_CHARS + 100:
-        return "too long to be one fact"
-    if _URL.search(fact):
-        return "contains a URL"
-    if fact.endswith("?"):
-        return "a question, not a claim"
-    stems = [stem(w) for w in content_words(fact)]
-    if len(stems) < (4 if has_cjk(fact) else 3):
-        return "too few content words"
-    if not has_cjk(fact) and not _looks_like_claim(fact):
-        return "a phrase, not a claim"
-    missing_numbers = {n.rstrip("%") for n in numbers(fact)} - src.numbers
-    if missing_numbers:
-        return f"numbers not in source: {sorted(missing_numbers)[:3]}"
-    if not has_cjk(fact):
-        names = {w.lower() for w in _CAPITALIZED.findall(fact)}
-        missing_names = sorted(n for n in names if n not in src.lower and stem(n) not in src.stems)
-        if missing_names:
-            return f"names not in source: {missing_names[:3]}"
-    coverage = sum(s in src.stems for s in stems) / len(stems)
-    if coverage < MIN_SOURCE_COVERAGE:
-        return f"only {coverage:.0%} of its words are in the source"
-    windows = src.sentence_stems + [a | b for a, b in zip(src.sentence_stems, src.sentence_stems[1:], strict=False)]
-    best = max(sum(s in window for s in stems) / len(stems) for window in windows)
-    if best < MIN_WINDOW_COVERAGE:
-        return f"no source passage supports it (best {best:.0%})"
-    if topic and set(stems) <= {stem(w) for w in content_words(topic)}:
-        return "only repeats the topic"
-    return None
-
-
-def is_grounded(fact_text: str, source_text: str) -> bool:
-    """True if the source supports the fact: its names and numbers occur there and its words
-    are found in one source passage (sentence or two adjacent sentences)."""
-    return grounding_problem(fact_text, source_text) is None
 
 
 # --- category rules -----------------------------------------------------------------------
@@ -221,7 +151,7 @@ def _clean_sentence(sentence: str) -> str | None:
     s = _MARKUP.sub("", s).strip().strip("*_`")
     s = _EMPTY_PARENS.sub("", _EMPTY_PAREN_LEAD.sub("(", s))
     s = _CONNECTOR_START.sub("", s)
-    if not s or _ANAPHOR_START.match(s) or _URL.search(s) or s.endswith(("?", ":")):
+    if not s or _ANAPHOR_START.match(s) or URL.search(s) or s.endswith(("?", ":")):
         return None
     first = s.split(maxsplit=1)[0]
     if re.fullmatch(r"[a-z]+[,;:]?", first):  # "and the cat…" → "And…"; never "sqlite-vec" → "Sqlite-vec"
@@ -241,12 +171,7 @@ def _clean_sentence(sentence: str) -> str | None:
 
 def _has_name_or_number(sentence: str) -> tuple[bool, bool]:
     body = sentence.split(" ", 1)[1] if " " in sentence else ""
-    return bool(re.search(r"\d", sentence)), bool(_CAPITALIZED.search(body)) or has_cjk(sentence)
-
-
-def _sentences(text: str) -> list[str]:
-    """Sentences, with each Markdown list item or heading line on its own."""
-    return split_sentences(_BLOCK_LINE.sub(r"\n\n\1", text))
+    return bool(re.search(r"\d", sentence)), bool(CAPITALIZED.search(body)) or has_cjk(sentence)
 
 
 def fallback_facts(text: str, topic: str = "", limit: int = 5) -> list[str]:
@@ -254,7 +179,7 @@ def fallback_facts(text: str, topic: str = "", limit: int = 5) -> list[str]:
     topic_stems = {stem(w) for w in content_words(topic)}
     candidates: list[tuple[float, int, str]] = []
     seen: set[str] = set()
-    for position, sentence in enumerate(_sentences(text)):
+    for position, sentence in enumerate(block_sentences(text)):
         claim = _clean_sentence(sentence)
         if claim is None or text_hash(claim) in seen:
             continue
@@ -345,7 +270,7 @@ def extract_facts(
     rest. A model that fails (ModelError) or yields nothing usable leaves the fallback alone.
     """
     start = time.perf_counter()
-    source = _Source(text)
+    source = SourceIndex(text)
     result = ExtractionResult(facts=[], methods=[], rejected=0, method="none")
     kept: list[tuple[str, str, float, str]] = []  # (text, category, confidence, method)
     kept_stems: list[set[str]] = []

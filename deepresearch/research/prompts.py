@@ -41,16 +41,6 @@ PLAN_SCHEMA = {
     "required": ["rationale", "queries"],
 }
 
-SUMMARY_SYSTEM = "You summarize evidence faithfully and cite every claim with its source id."
-
-SUMMARY_USER = """Question: {query}
-
-Evidence:
-{evidence}
-
-Summarize in at most {n} sentences what the evidence says about the question. Use only the
-evidence. End every sentence with the id of its source in brackets, e.g. [S1]."""
-
 REFLECT_SYSTEM = "You review research progress. Answer with JSON only."
 
 REFLECT_USER = """Research question: {topic}
@@ -74,15 +64,14 @@ REFLECT_SCHEMA = {
     "required": ["sufficient", "knowledge_gap", "follow_up_queries"],
 }
 
-ANSWER_SYSTEM = "You answer research questions from cited evidence only."
+ANSWER_SYSTEM = "You answer research questions by picking one of the numbered candidates. Answer with JSON only."
 
 ANSWER_USER = """Question: {topic}
 
-Evidence:
-{evidence}
+Candidates (each with the evidence sentence it comes from):
+{candidates}
 
-Answer the question in at most {n} sentences using only the evidence. End every sentence
-with the id of its source in brackets, e.g. [S1]."""
+Which candidate answers the question? Answer as JSON: {{"answer": "A1"}}"""
 
 
 def short_source(url: str) -> str:
@@ -115,24 +104,14 @@ def plan_messages(topic: str, known_text: str, mode_note: str, n: int) -> list[d
     return [{"role": "system", "content": PLAN_SYSTEM}, {"role": "user", "content": user}]
 
 
-def evidence_lines(items: list[tuple[str, str]]) -> str:
-    """`[S1] sentence` lines from (short id, text) pairs."""
-    return "\n".join(f"[{sid}] {text}" for sid, text in items)
-
-
-def summary_messages(query: str, evidence: str, n: int) -> list[dict[str, str]]:
-    """Messages for rewriting one query's extractive summary."""
-    user = SUMMARY_USER.format(query=query, evidence=evidence, n=n)
-    return [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": user}]
-
-
 def reflect_messages(topic: str, done: list[str], findings: str, n: int) -> list[dict[str, str]]:
     """Messages for the reflection step."""
     user = REFLECT_USER.format(topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n)
     return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": user}]
 
 
-def answer_messages(topic: str, evidence: str, n: int) -> list[dict[str, str]]:
-    """Messages for the report's short answer."""
-    user = ANSWER_USER.format(topic=topic, evidence=evidence, n=n)
+def answer_messages(topic: str, candidates: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """Messages asking the model to pick one (answer, evidence sentence) candidate by its id A1…"""
+    lines = "\n".join(f'A{i}: {text} — "{sentence}"' for i, (text, sentence) in enumerate(candidates, 1))
+    user = ANSWER_USER.format(topic=topic, candidates=lines)
     return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": user}]

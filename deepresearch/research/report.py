@@ -1,140 +1,137 @@
-"""The report step: a Markdown answer with numbered citations and a source list.
+"""The report step: a direct answer, the evidence it rests on, KB facts, and a source list.
 
-Every citation number resolves to a source retrieved in this run or to the stored source
-of a KB fact the report uses. Short ids ([S3], [K1]) from model output are mapped back to
-real URLs; ids that resolve to nothing are removed and counted.
+The Answer section opens with the answer (a span taken from the evidence, or yes/no from
+the compared passages) followed by the sentences that state it; the model may only choose
+among the scored candidates. Every citation number resolves to a passage the run retrieved
+or to a KB fact's stored source; a fact in an open KB conflict says so next to the claim.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from deepresearch.research import answer as answers
 from deepresearch.research import prompts
-from deepresearch.research.state import ResearchState
-from deepresearch.research.steps import Deps, ask, parse_cited, rank_by_similarity, supported
-from deepresearch.text import content_words
+from deepresearch.research.citations import Citations
+from deepresearch.research.deps import Deps
+from deepresearch.research.evidence import cited_passages, sentence_relevance
+from deepresearch.research.model_io import acceptance, ask
+from deepresearch.research.state import ResearchState, Source
+from deepresearch.research.steps import best_answer
+from deepresearch.text import truncate
 
-ANSWER_SENTENCES = 3
 KB_FACTS_IN_REPORT = 5
-_NUMBER_CITE = re.compile(r"\[(\d+)\](?!\()")
+SUPPORTING_SENTENCES = 2
 
 
-class _Citations:
-    """Numbers sources in order of first citation: url → n, with a label per entry."""
-
-    def __init__(self) -> None:
-        self.numbers: dict[str, int] = {}
-        self.entries: list[dict[str, Any]] = []
-
-    def cite(self, url: str, title: str, origin: str) -> str:
-        if url not in self.numbers:
-            self.numbers[url] = len(self.entries) + 1
-            self.entries.append({"n": self.numbers[url], "url": url, "title": title, "origin": origin})
-        return f"[{self.numbers[url]}]"
+def _best_sentence(state: ResearchState, source: Source) -> str:
+    ranked = sorted(source.sentences, key=lambda x: -sentence_relevance(x, source.query != state.topic))
+    return ranked[0][0] if ranked else truncate(source.text, 300)
 
 
-def _answer(state: ResearchState, deps: Deps, evidence: dict[str, str]) -> tuple[list[tuple[str, list[str]]], str, int]:
-    """The model's grounded sentences (unknown ids and unsupported sentences dropped), topped up
-    with the evidence sentences closest to the question."""
-    text = ask(
+def _choose(state: ResearchState, deps: Deps, passages: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the answer to report, the choice record): the scored best, unless the model picks another candidate."""
+    scored = best_answer(state, passages)
+    record: dict[str, Any] = {"scored": scored.get("text", ""), "model": None}
+    if scored.get("kind") in (None, "yesno", "choice"):
+        return scored, record
+    options = answers.candidates(state, passages, scored["kind"])[: answers.CANDIDATES_FOR_MODEL]
+    if len(options) < 2:
+        return scored, record
+    picked = ask(
         deps,
         state,
-        prompts.answer_messages(state.topic, prompts.evidence_lines(list(evidence.items())), ANSWER_SENTENCES),
-        None,
         "answer",
-        40 * ANSWER_SENTENCES,
+        prompts.answer_messages(state.topic, [(c.text, c.sentence) for c in options]),
+        answers.choice_schema(len(options)),
+        lambda d: answers.chosen(d, options),
+        16,
     )
-    invalid = 0
-    sentences: list[tuple[str, list[str]]] = []
-    if isinstance(text, str) and text.strip():
-        sentences, invalid = parse_cited(text, set(evidence))
-    from_model = len(sentences)
-    keys = list(evidence)
-    ranked = rank_by_similarity(deps.embedder, state.topic, list(evidence.values()))
-    sentences += [(evidence[keys[i]], [keys[i]]) for _, i in ranked]
-    kept: list[tuple[str, list[str]]] = []
-    used_model = False
-    for n, (s, ids) in enumerate(sentences):
-        words = set(content_words(s))
-        # Markup and near-repeats are how a small model pads an answer: drop them.
-        if "#" in s or any(words <= set(content_words(k)) for k, _ in kept) or not supported(s, ids, evidence):
-            continue
-        kept.append((s, ids))
-        used_model = used_model or n < from_model
-        if len(kept) == ANSWER_SENTENCES:
-            break
-    return kept, "llm+extractive" if used_model else "extractive", invalid
+    if picked is None:
+        return scored, record
+    record["model"] = picked.text
+    return {"kind": scored["kind"], **picked.to_dict()}, record
+
+
+def _conflict_notes(state: ResearchState, deps: Deps, fact_ids: list[str]) -> dict[str, str]:
+    """fact id → a note naming the stored fact it contradicts (open `kb conflicts` only)."""
+    if deps.kb is None or not fact_ids:
+        return {}
+    notes: dict[str, str] = {}
+    for conflict in deps.kb.conflicts(fact_ids):
+        for mine, other in ((conflict.fact_id, conflict.other_id), (conflict.other_id, conflict.fact_id)):
+            if mine in fact_ids and mine not in notes:
+                try:
+                    text = deps.kb.get(other).fact
+                except Exception:  # noqa: BLE001 - a purged fact: still a conflict, just unnamed
+                    text = "another stored fact"
+                notes[mine] = f" ⚠ contradicted in the knowledge base by: “{truncate(text, 160)}” (see `kb conflicts`)"
+    return notes
 
 
 def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
     """Write the cited Markdown report (every citation resolves to a retrieved or KB source)."""
     by_sid = state.source_by_sid()
+    passages = cited_passages(state)
     known = [k for k in state.known if k.sources][:KB_FACTS_IN_REPORT]
-    # One evidence line per finding sentence under a local short id (S1…, K1…); the ids
-    # are mapped back to the real sources right after the model answers.
-    lines = [(s, ids) for summary in state.summaries for s, ids in summary.sentences if ids]
-    evidence: dict[str, str] = {f"S{i}": s for i, (s, _) in enumerate(lines, 1)}
-    local: dict[str, list[str]] = {f"S{i}": ids for i, (_, ids) in enumerate(lines, 1)}
-    for i, k in enumerate(known, 1):
-        evidence[f"K{i}"] = k.fact
-        local[f"K{i}"] = [f"K{i}"]
-    cites = _Citations()
+    cites = Citations()
 
-    def mark(ids: list[str]) -> str:
-        out = []
-        for key in ids:
-            if key.startswith("K"):
-                k = known[int(key[1:]) - 1]
-                origin = f"knowledge base, {k.category}, verified {deps.age_tag(k.age_days)}"
-                out.append(cites.cite(k.sources[0], "", origin))
-            elif key in by_sid:
-                out.append(cites.cite(by_sid[key].url, by_sid[key].title, "retrieved"))
-        return "".join(dict.fromkeys(out))
+    def mark(sid: str) -> str:
+        return cites.cite(by_sid[sid].url, by_sid[sid].title, "retrieved")
 
-    answer_lines, method, invalid = _answer(state, deps, evidence) if evidence else ([], "none", 0)
-    answer = (
-        " ".join(f"{s} {mark([r for i in ids for r in local[i]])}".strip() for s, ids in answer_lines)
-        or "No evidence was found for this question."
-    )
+    found, choice = _choose(state, deps, passages) if passages else ({}, {"scored": "", "model": None})
+    lines: list[str] = []
+    if found.get("kind") == "yesno":
+        lines.append(f"**{found['text']}.**")
+        lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in found["support"]]
+    elif found:
+        lines.append(f"**{found['text']}** — {found['sentence']} {mark(found['sid'])}")
+    rest = [sid for sid in passages if sid not in found.get("support", [])]
+    for sid in rest[: SUPPORTING_SENTENCES + (0 if found else 1)]:
+        lines.append(f"{_best_sentence(state, by_sid[sid])} {mark(sid)}")
+    answer = " ".join(lines) or "No evidence was found for this question."
     parts = [f"# {state.topic}", "", "## Answer", "", answer, ""]
-    if state.summaries:
-        parts += ["## Findings", ""]
-        for summary in state.summaries:
-            parts.append(f"### {summary.query}")
-            parts += [f"- {s} {mark(ids)}" for s, ids in summary.sentences]
-            parts.append("")
+    conflicts = _conflict_notes(state, deps, [f["id"] for f in state.facts if f.get("id")] + [k.id for k in known])
+    flagged = {f["url"]: conflicts[f["id"]] for f in state.facts if f.get("id") in conflicts}
+    if passages:
+        parts += ["## Evidence", ""]
+        for sid in passages:
+            source = by_sid[sid]
+            title = f"**{source.title}**: " if source.title else ""
+            parts.append(f"- {title}{_best_sentence(state, source)} {mark(sid)}{flagged.get(source.url, '')}")
+        parts.append("")
     if known:
         parts += ["## From the knowledge base", ""]
-        parts += [f"- {k.fact} {mark([f'K{i}'])}" for i, k in enumerate(known, 1)]
+        for k in known:
+            origin = f"knowledge base, {k.category}, verified {deps.age_tag(k.age_days)}"
+            parts.append(f"- {k.fact} {cites.cite(k.sources[0], '', origin)}{conflicts.get(k.id, '')}")
         parts.append("")
-    body = "\n".join(parts)
-    # Final guard: a number that resolves to no listed source is removed and counted.
-    valid = set(range(1, len(cites.entries) + 1))
-    numbers = [int(n) for n in _NUMBER_CITE.findall(body)]
-    invalid += sum(1 for n in numbers if n not in valid)
-    body = _NUMBER_CITE.sub(lambda m: m.group(0) if int(m.group(1)) in valid else "", body)
-    sources = ["## Sources", ""] + [
-        f"{e['n']}. {e['title'] + ' — ' if e['title'] else ''}{e['url']}"
-        + ("" if e["origin"] == "retrieved" else f" ({e['origin']})")
-        for e in cites.entries
-    ]
+    body, valid, invalid = cites.guard("\n".join(parts))
+    model_steps = acceptance(state.counters)
+    used = ", ".join(sorted(model_steps)) or "none"
     count = {k: int(state.counters.get(k, 0)) for k in ("backend_searches", "cache_hits", "facts_added")}
     footer = (
         f"\n---\nRun {state.run_id} · {len(state.reflections)} loop(s) · stop: {state.stop_reason} · "
         f"{count['backend_searches']} searches, {count['cache_hits']} cache hits · "
-        f"{count['facts_added']} facts added"
+        f"{count['facts_added']} facts added · model used for: {used}"
     )
+    method = "model choice" if choice.get("model") else "scored" if found else "extractive"
     stats = {
-        "citations": sum(1 for n in numbers if n in valid),
+        "citations": valid,
         "invalid_citations_removed": invalid,
         "sources": cites.entries,
         "answer_method": method,
+        "answer_choice": choice,
+        "model_steps": model_steps,
+        "conflicts_shown": len(conflicts),
         "kb_facts_used": len(known),
     }
-    deps.progress("report", citations=stats["citations"], sources=len(cites.entries), invalid=invalid, method=method)
+    deps.progress(
+        "report", citations=valid, sources=len(cites.entries), invalid=invalid, method=method, model_steps=used
+    )
     return {
-        "report": body + "\n" + "\n".join(sources) + "\n" + footer + "\n",
+        "report": body + "\n## Sources\n\n" + "\n".join(cites.source_lines()) + "\n" + footer + "\n",
         "answer": answer,
         "report_stats": stats,
+        "candidate": found,
     }

@@ -1,4 +1,4 @@
-"""Typed state of one research run: options, sources with short ids, summaries, counters.
+"""Typed state of one research run: options, sources with short ids, the evidence pool, counters.
 
 The whole state round-trips through JSON (`to_dict`/`from_dict`) so every step can be
 checkpointed in the database and a killed run resumed where it stopped.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
-
-# Steps in the order the router visits them; `done` ends the run.
 
 
 @dataclass
@@ -42,16 +40,10 @@ class Source:
     loop: int
     cache_key: str | None = None
     backend: str = ""
-
-
-@dataclass
-class Summary:
-    """What one query found: sentences with the short ids of the sources they came from."""
-
-    query: str
-    loop: int
-    sentences: list[tuple[str, list[str]]]
-    method: str  # "extractive" or "llm"
+    rank: int = 0  # rank in the search that first found it (1 = top)
+    score: float = 0.0  # that search's score
+    # Indexed once on arrival: [sentence, similarity to the question, similarity to `query`].
+    sentences: list[list] = field(default_factory=list)
 
 
 @dataclass
@@ -83,7 +75,10 @@ class ResearchState:
     queries_done: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     new_sources: list[str] = field(default_factory=list)  # sids found by the current loop
-    summaries: list[Summary] = field(default_factory=list)
+    retrievals: list[list] = field(default_factory=list)  # [sid, query, rank] for every hit, repeats included
+    hops: dict[str, dict[str, Any]] = field(default_factory=dict)  # hop query → {"parent": sid, "entity": …}
+    bridged: list[str] = field(default_factory=list)  # sids whose names were already followed
+    candidate: dict[str, Any] = field(default_factory=dict)  # the best answer candidate so far
     fact_ids: list[str] = field(default_factory=list)
     facts: list[dict[str, str]] = field(default_factory=list)  # fact, url, category of facts extracted
     loop_facts: int = 0
@@ -122,8 +117,4 @@ class ResearchState:
         data["options"] = RunOptions(**data["options"])
         data["known"] = [Known(**k) for k in data.get("known", [])]
         data["sources"] = [Source(**s) for s in data.get("sources", [])]
-        data["summaries"] = [
-            Summary(s["query"], s["loop"], [(t, list(c)) for t, c in s["sentences"]], s["method"])
-            for s in data.get("summaries", [])
-        ]
         return cls(**data)

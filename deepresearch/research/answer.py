@@ -1,0 +1,266 @@
+"""A direct answer from the evidence: candidate spans typed by the question word, scored
+deterministically; the model may only choose among them (an enum of candidate ids).
+
+who → names, when → dates, where → places, how many → numbers, which/what → names.
+A candidate scores by the relevance of the sentence it stands in (similarity to the question
+or to the hop query that found it), its closeness to the question's words there, the rank
+of its passage, and how many passages support it; spans made of the question's own words
+are never answers. Yes/no questions are answered from the compared entities' passages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deepresearch.research.evidence import chain_text, sentence_relevance
+from deepresearch.research.queries import NOT_NAMES, missing_words, names_in, new_to, query_key, stems, topic_words
+from deepresearch.text import content_words, stem, words
+
+if TYPE_CHECKING:
+    from deepresearch.research.state import ResearchState, Source
+
+CANDIDATES_FOR_MODEL = 5
+PASSAGES_SCANNED = 8
+MIN_ANSWER_SCORE = 0.05
+SUPPORT_BONUS = 0.05
+HOP_ENTITY_WEIGHT = 0.6  # a name the run already followed is a step on the way, rarely the answer
+_AUX = frozenset("is are was were do does did can could has have had will would should".split())
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+DATE = re.compile(
+    rf"\b(?:{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}|{_MONTH}\s+\d{{3,4}}"
+    r"|(?:1[0-9]|20)\d{2}s?|\d{1,2}(?:st|nd|rd|th) century)\b"
+)
+NUMBER = re.compile(
+    r"\b\d[\d,.]*(?:\s+(?:million|billion|thousand|hundred))?\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|hundred)\b",
+    re.I,
+)
+_ORG_WORDS = frozenset(
+    "university college school company corporation records club party association award awards festival league"
+    " team council church society museum river county city state street station airport film album song".split()
+)
+_EARLIER = re.compile(r"\b(first|earlier|older|oldest|before|earliest)\b", re.I)
+_LATER = re.compile(r"\b(later|last|younger|youngest|newer|more recent|latest|most recent)\b", re.I)
+_YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
+
+
+def question_type(question: str) -> str:
+    """yesno | choice | number | date | person | place | entity."""
+    q = question.strip().lower()
+    first = q.split(" ", 1)[0] if q else ""
+    if choice_options(question):
+        return "choice"
+    if first in _AUX:
+        return "yesno"
+    if re.search(r"\bhow (many|much|long|old|tall|far|large|big|high)\b|\bwhat (number|percentage|population)\b", q):
+        return "number"
+    if re.search(r"\bwhen\b|\b(what|which) (year|date|decade|century|month|day)\b", q):
+        return "date"
+    if re.search(r"\bwho(m|se)?\b", q):
+        return "person"
+    if re.search(
+        r"\bwhere\b|\b(what|which) (city|country|state|county|town|place|region|province|nation|continent|island"
+        r"|location|district|village|municipality)\b",
+        q,
+    ):
+        return "place"
+    return "entity"
+
+
+def choice_options(question: str) -> list[str]:
+    """The two named options of "…, A or B?" questions (empty when there are none)."""
+    match = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", question.strip())
+    if not match:
+        return []
+    options = [match.group(1).strip(), match.group(2).strip()]
+    return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
+
+
+@dataclass
+class Candidate:
+    """One possible answer: the span, its score, and the sentence and passage that state it."""
+
+    text: str
+    score: float
+    sentence: str
+    sid: str
+    support: list[str] = field(default_factory=list)  # sids of every passage that names it
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (kept in the run state)."""
+        return asdict(self)
+
+
+def _spans(sentence: str, kind: str) -> list[tuple[str, int]]:
+    """(span, character offset) of the answer-typed spans in one sentence."""
+    if kind == "date":
+        return [(m.group(0), m.start()) for m in DATE.finditer(sentence)]
+    if kind == "number":
+        return [(m.group(0), m.start()) for m in NUMBER.finditer(sentence) if not _YEAR.fullmatch(m.group(0))]
+    return [(name, sentence.find(name)) for name in names_in(sentence)]
+
+
+def proximity(sentence: str, offset: int, span: str, question_stems: set[str]) -> float:
+    """1 next to a question word in the sentence, falling with the distance in words; 0.3 with none there."""
+    tokens = words(sentence)
+    start = len(words(sentence[:offset]))
+    end = start + max(1, len(words(span)))
+    hits = [i for i, w in enumerate(tokens) if stem(w) in question_stems and not start <= i < end]
+    if not hits:
+        return 0.3
+    distance = min(min(abs(i - start), abs(i - (end - 1))) for i in hits)
+    return 1.0 / (1.0 + distance / 4.0)
+
+
+def _type_fit(span: str, kind: str) -> float:
+    """Down-weight spans that do not look like the asked type (an organisation for "who")."""
+    lowered = {w.lower() for w in span.split()}
+    if kind == "person":
+        if lowered & _ORG_WORDS or len(span.split()) > 4 or any(c.isdigit() for c in span):
+            return 0.4
+        return 1.0 if len(span.split()) >= 2 else 0.7
+    if kind in ("place", "entity") and span.lower() in NOT_NAMES:
+        return 0.0
+    return 1.0
+
+
+def candidates(state: ResearchState, passages: list[str], kind: str | None = None) -> list[Candidate]:
+    """Scored answer candidates from the given passages (best first), typed by the question."""
+    kind = kind or question_type(state.topic)
+    if kind in ("yesno", "choice"):
+        return []
+    question_stems = stems(state.topic)
+    key_words = topic_words(state.topic)
+    followed = {query_key(h.get("entity", "")) for h in state.hops.values()}
+    by_sid = state.source_by_sid()
+    found: dict[str, Candidate] = {}
+    for position, sid in enumerate(passages[:PASSAGES_SCANNED]):
+        source = by_sid[sid]
+        passage_weight = 1.0 / (1.0 + 0.15 * position)
+        # The answer stands where the chain of passages that led here covers the question best,
+        # next to the question's words or the hop query's (the bridge entity and what it leaves open).
+        missing = missing_words(state.topic, chain_text(state, sid))
+        coverage = 1.0 - len(missing) / len(key_words) if key_words else 1.0
+        anchors = question_stems | stems(source.query)
+        for sentence in source.sentences:
+            relevance = sentence_relevance(sentence, source.query != state.topic)
+            for span, offset in _spans(sentence[0], kind):
+                if kind not in ("date", "number") and not new_to(span, question_stems):
+                    continue  # the question's own words are never its answer
+                if kind in ("date", "number") and span in state.topic:
+                    continue
+                fit = _type_fit(span, kind) * (HOP_ENTITY_WEIGHT if query_key(span) in followed else 1.0)
+                near = proximity(sentence[0], offset, span, anchors)
+                value = relevance * near * passage_weight * fit * (0.5 + 0.5 * coverage)
+                key = " ".join(content_words(span)) or span.lower()
+                current = found.get(key)
+                if current is None:
+                    found[key] = Candidate(span, value, sentence[0], sid, [sid])
+                else:
+                    if sid not in current.support:
+                        current.support.append(sid)
+                    if value > current.score:
+                        current.text, current.score, current.sentence, current.sid = span, value, sentence[0], sid
+    out = []
+    for c in found.values():
+        c.score = round(c.score + SUPPORT_BONUS * min(3, len(c.support) - 1), 4)
+        out.append(c)
+    return sorted(out, key=lambda c: -c.score)
+
+
+def _passage_of(name: str, sources: list[Source]) -> Source | None:
+    """The passage about `name`: its title matches, else the one naming it most often."""
+    name_stems = stems(name)
+    titled = [s for s in sources if s.title and stems(s.title) and stems(s.title) <= name_stems | stems(s.title)]
+    exact = [s for s in titled if stems(s.title) == name_stems or name.lower() in s.title.lower()]
+    if exact:
+        return exact[0]
+    mentions = [(s.text.lower().count(name.lower()), i) for i, s in enumerate(sources)]
+    best = max(mentions, default=(0, -1))
+    return sources[best[1]] if best[0] else None
+
+
+def _entities(question: str) -> list[str]:
+    """The two compared entities of a yes/no question ("Are A and B both …")."""
+    names = names_in(question[question.find(" ") + 1 :])
+    if len(names) >= 2:
+        return names[:2]
+    match = re.match(r"^\w+\s+(.+?)\s+and\s+(.+?)\s+(?:both|the same|from|in|of|located|each)\b", question, re.I)
+    return [match.group(1), match.group(2)] if match else []
+
+
+def _first_sentence(source: Source) -> str:
+    return source.sentences[0][0] if source.sentences else source.text[:300]
+
+
+def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[str, str]]] | None:
+    """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None."""
+    sources = [state.source_by_sid()[sid] for sid in passages]
+    entities = _entities(state.topic)
+    if len(entities) != 2:
+        return None
+    found = [_passage_of(e, sources) for e in entities]
+    if any(f is None for f in found) or found[0] is found[1]:
+        return None
+    a, b = found[0], found[1]
+    assert a is not None and b is not None
+    entity_stems = stems(" ".join(entities)) | {"both", "same"}
+    predicate = [w for w in stems(state.topic) if w not in entity_stems]
+    lead = [_first_sentence(a), _first_sentence(b)]
+    if re.search(r"\bsame\b", state.topic, re.I):
+        # Same X: the values each passage gives near the predicate words must meet.
+        values = []
+        for source, sentence in zip((a, b), lead, strict=True):
+            text = " ".join(x[0] for x in source.sentences[:3]) or sentence
+            values.append({v.lower() for v in names_in(text) if new_to(v, stems(" ".join(entities)))})
+        answer = "Yes" if values[0] & values[1] else "No"
+    else:
+        # Both X: each lead sentence must carry the predicate words.
+        has = [bool(predicate) and sum(w in stems(s) for w in predicate) * 2 >= len(predicate) for s in lead]
+        answer = "Yes" if all(has) else "No"
+    return answer, [(lead[0], a.sid), (lead[1], b.sid)]
+
+
+def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
+    """For "…, A or B?": the option whose passage's earliest year fits first/later; else the better-ranked."""
+    options = choice_options(state.topic)
+    sources = [state.source_by_sid()[sid] for sid in passages]
+    found = [(o, _passage_of(o, sources)) for o in options]
+    if not found or any(src is None for _, src in found):
+        return None
+    years = []
+    for _, src in found:
+        assert src is not None
+        match = _YEAR.search(src.text)
+        years.append(int(match.group(1)) if match else None)
+    pick = 0
+    if all(y is not None for y in years) and years[0] != years[1]:
+        earlier = 0 if years[0] < years[1] else 1  # type: ignore[operator]
+        if _EARLIER.search(state.topic):
+            pick = earlier
+        elif _LATER.search(state.topic):
+            pick = 1 - earlier
+    option, src = found[pick]
+    assert src is not None
+    return Candidate(option, 1.0, _first_sentence(src), src.sid, [s.sid for _, s in found if s is not None])
+
+
+def choice_schema(n: int) -> dict[str, Any]:
+    """A JSON schema whose only field is an enum of the candidate ids (grounded by construction)."""
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": [f"A{i}" for i in range(1, n + 1)]}},
+        "required": ["answer"],
+    }
+
+
+def chosen(data: Any, options: list[Candidate]) -> Candidate | None:
+    """The candidate the model's JSON names, or None when the choice is not a valid id."""
+    if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
+        return None
+    match = re.fullmatch(r"A(\d{1,2})", data["answer"].strip())
+    if not match or not 1 <= int(match.group(1)) <= len(options):
+        return None
+    return options[int(match.group(1)) - 1]

@@ -1,0 +1,102 @@
+"""The evidence pool: every passage a run retrieved, ranked against the question.
+
+A passage's rank fuses how well the searches ranked it (each query that found it adds a
+reciprocal-rank share; the question's own search weighs most) with how similar its best
+sentence is to the question (or to the hop query that found it). Sentences are embedded
+once, when their passage first arrives, so re-ranking after each loop is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from deepresearch.text import content_words, split_sentences
+
+if TYPE_CHECKING:
+    from deepresearch.models.embed import Embedder
+    from deepresearch.research.state import ResearchState, Source
+
+RRF_K = 3.0
+QUESTION_QUERY_WEIGHT = 1.0
+HOP_QUERY_WEIGHT = 0.8
+HOP_SIMILARITY_WEIGHT = 0.9  # a sentence matching its hop query counts a little less than one matching the question
+EXTRA_PASSAGES = 4  # passages cited beyond those one search for the question found
+_MARKUP_LINE = re.compile(r"^\s*(#{1,6}\s|[-*_=]{3,}\s*$|\|)", re.M)
+
+
+def prose_sentences(text: str) -> list[str]:
+    """Sentences fit to quote: headings, rules and table rows dropped; not too short or long."""
+    kept = "\n".join(line for line in text.splitlines() if not _MARKUP_LINE.match(line))
+    return [s for s in split_sentences(kept) if 20 <= len(s) <= 400 and len(content_words(s)) >= 3]
+
+
+def rank_by_similarity(embedder: Embedder, query: str, items: list[str]) -> list[tuple[float, int]]:
+    """(cosine, index) pairs, best first."""
+    if not items:
+        return []
+    vectors = embedder.embed_batch([query, *items])
+    scores = vectors[1:] @ vectors[0]
+    return sorted(((float(s), i) for i, s in enumerate(scores)), reverse=True)
+
+
+def index_sources(embedder: Embedder, topic: str, sources: list[Source]) -> None:
+    """Fill each new source's sentences with (text, similarity to the question, to its query)."""
+    todo = [s for s in sources if not s.sentences]
+    if not todo:
+        return
+    texts: list[str] = []
+    owners: list[tuple[Source, str]] = []
+    for source in todo:
+        for sentence in prose_sentences(source.text) or [source.text[:400]]:
+            owners.append((source, sentence))
+            texts.append(sentence)
+    queries = list(dict.fromkeys([topic, *(s.query for s in todo)]))
+    vectors = embedder.embed_batch(queries + texts)
+    qvec = {q: vectors[i] for i, q in enumerate(queries)}
+    sims = vectors[len(queries) :] @ qvec[topic]
+    for i, (source, sentence) in enumerate(owners):
+        to_query = float(vectors[len(queries) + i] @ qvec[source.query]) if source.query != topic else float(sims[i])
+        source.sentences.append([sentence, round(float(sims[i]), 4), round(to_query, 4)])
+
+
+def sentence_relevance(sentence: list, is_hop: bool) -> float:
+    """How well one indexed sentence answers: similarity to the question, or to its hop query."""
+    _, to_question, to_query = sentence
+    return max(float(to_question), HOP_SIMILARITY_WEIGHT * float(to_query) if is_hop else 0.0)
+
+
+def ranked_pool(state: ResearchState) -> list[tuple[str, float]]:
+    """(sid, score) of every retrieved passage, best first."""
+    retrieval: dict[str, float] = {}
+    for sid, query, rank in state.retrievals:
+        weight = QUESTION_QUERY_WEIGHT if query == state.topic else HOP_QUERY_WEIGHT
+        retrieval[sid] = retrieval.get(sid, 0.0) + weight / (RRF_K + rank)
+    similarity = {
+        s.sid: max((sentence_relevance(x, s.query != state.topic) for x in s.sentences), default=0.0)
+        for s in state.sources
+    }
+    by_similarity = sorted(similarity, key=lambda sid: -similarity[sid])
+    score = {sid: retrieval.get(sid, 0.0) + 1.0 / (RRF_K + i + 1) for i, sid in enumerate(by_similarity)}
+    return sorted(score.items(), key=lambda item: -item[1])
+
+
+def cited_passages(state: ResearchState, extra: int = EXTRA_PASSAGES) -> list[str]:
+    """The passages the answer and report rely on: all that one search for the question found,
+    then the best-ranked others, in pool order."""
+    from_question = {sid for sid, query, _ in state.retrievals if query == state.topic}
+    ranked = [sid for sid, _ in ranked_pool(state)]
+    others = [sid for sid in ranked if sid not in from_question][:extra]
+    keep = from_question | set(others)
+    return [sid for sid in ranked if sid in keep]
+
+
+def chain_text(state: ResearchState, sid: str) -> str:
+    """A passage's text with the passages whose names led to it (the hops before it)."""
+    by_sid = state.source_by_sid()
+    parts, current, guard = [], by_sid.get(sid), 0
+    while current is not None and guard < 6:
+        parts.append(current.title + " " + current.text)
+        parent = state.hops.get(current.query, {}).get("parent")
+        current, guard = by_sid.get(parent) if parent else None, guard + 1
+    return " ".join(parts)

@@ -1,0 +1,68 @@
+"""The one path for model calls in a research run: structured output only, validated, counted.
+
+Every call names its step; the run counts per step how often the model was asked and how
+often its output was accepted (`model.<step>.calls` / `model.<step>.accepted`), which is
+what decides the default `research.model_steps`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from deepresearch.errors import ModelError
+from deepresearch.models.llm import parse_json
+
+if TYPE_CHECKING:
+    from deepresearch.research.deps import Deps
+    from deepresearch.research.state import ResearchState
+
+log = logging.getLogger(__name__)
+MODEL_STEPS = ("plan", "extract", "reflect", "answer")
+
+
+def ask(
+    deps: Deps,
+    state: ResearchState,
+    step: str,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    validate: Callable[[Any], Any],
+    max_tokens: int = 256,
+) -> Any:
+    """The validated result of one JSON call for `step`, or None (step off, no model, budget
+    spent, call failed, or `validate` rejected the output: the caller's fallback answers)."""
+    model = deps.model_for(step)
+    if model is None:
+        return None
+    deps.progress("model", what=step)
+    state.bump(f"model.{step}.calls")
+    try:
+        out = model.complete(messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens))
+    except ModelError as exc:
+        log.warning("model call for %s failed: %s; using the fallback", step, exc)
+        state.bump("llm_failures")
+        return None
+    state.bump("llm_calls")
+    data = out.data if out.data is not None else parse_json(out.text)
+    result = validate(data)
+    if result:
+        state.bump(f"model.{step}.accepted")
+    return result or None
+
+
+def record(state: ResearchState, step: str, calls: int, accepted: int) -> None:
+    """Count model outputs a step judged itself (e.g. extraction proposals that passed grounding)."""
+    if calls:
+        state.bump(f"model.{step}.calls", calls)
+        state.bump(f"model.{step}.accepted", accepted)
+
+
+def acceptance(counters: dict[str, float]) -> dict[str, dict[str, int]]:
+    """{step: {calls, accepted}} from a run's counters."""
+    out: dict[str, dict[str, int]] = {}
+    for key, value in counters.items():
+        parts = key.split(".")
+        if len(parts) == 3 and parts[0] == "model":
+            out.setdefault(parts[1], {"calls": 0, "accepted": 0})[parts[2]] = int(value)
+    return out

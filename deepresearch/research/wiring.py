@@ -1,0 +1,103 @@
+"""Wiring of a research run: the real dependencies of a workspace, run options from the
+config, and the model wrapper that times every call into the run's counters."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from deepresearch.models.llm import ChatModel, Completion
+from deepresearch.research.deps import Deps
+from deepresearch.research.state import ResearchState, RunOptions
+
+if TYPE_CHECKING:
+    from deepresearch.workspace import Workspace
+
+# Test-only hook: block after the named step is checkpointed, so a test can SIGKILL mid-run.
+PAUSE_ENV = "DEEPRESEARCH_TEST_PAUSE_AFTER"
+
+
+class TimedModel(ChatModel):
+    """Wraps the chat model to count generation seconds into the run's counters."""
+
+    def __init__(self, model: ChatModel, state: ResearchState, clock: Callable[[], float] = time.perf_counter):
+        self.model, self.state, self.name, self.clock = model, state, model.name, clock
+        self.supports_schema = model.supports_schema
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """Delegate and time one completion."""
+        start = self.clock()
+        try:
+            return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
+        finally:
+            self.state.bump("llm_seconds", self.clock() - start)
+
+
+def pause_hook() -> Callable[[str], None]:
+    """After-step hook from the environment: sleep after the named step (lets a test SIGKILL a run there)."""
+    step = os.environ.get(PAUSE_ENV)
+
+    def after(name: str) -> None:
+        if step and name == step:
+            time.sleep(600)
+
+    return after
+
+
+def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
+    """The real dependencies for a workspace: KB, GGUF model, embedder, backend, cache."""
+    from deepresearch.kb.lifecycle import age_tag
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.models.embed import get_embedder
+    from deepresearch.models.extract import extract_facts
+    from deepresearch.models.llm import get_chat_model
+    from deepresearch.search.backends import get_backend
+    from deepresearch.search.cache import SearchCache
+
+    cfg = ws.config
+    cache = SearchCache.from_workspace(ws) if opts.use_cache and cfg.search.cache.enabled else None
+    steps = tuple(cfg.research.model_steps)
+    return Deps(
+        kb=KnowledgeBase.from_workspace(ws),
+        # No model is loaded when no step may use it: a run then starts without the GGUF.
+        model=get_chat_model(cfg.llm) if steps else None,
+        embedder=get_embedder(cfg.embedding),
+        backend=get_backend(opts.backend, ws),
+        cache=cache,
+        conn=ws.db,
+        extract=extract_facts,
+        age_tag=age_tag,
+        freshness_days=dict(cfg.kb.freshness_days),
+        cover_similarity=cfg.research.kb_cover_similarity,
+        model_steps=steps,
+        after_step=pause_hook(),
+    )
+
+
+def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
+    """Run options from the workspace config, with the given (non-None) overrides."""
+    cfg = ws.config
+    opts = RunOptions(
+        loops=cfg.research.max_loops,
+        queries=cfg.research.queries_per_loop,
+        results_per_query=cfg.search.results_per_query,
+        fresh=cfg.kb.freshness,
+        lifecycle=cfg.kb.lifecycle_mode,
+        backend=cfg.search.backend,
+        use_cache=cfg.search.cache.enabled,
+        kb_write=cfg.research.kb_write,
+        budget=cfg.research.budget_seconds,
+        facts_per_source=cfg.research.facts_per_source,
+        max_tokens=cfg.research.max_tokens,
+    )
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(opts, key, value)
+    return opts

@@ -1,0 +1,106 @@
+"""Multi-hop research and the direct answer, on the real KB and SQLite with a fake embedder and model:
+a second document reachable only through a name the first one gives, yes/no from compared
+passages, and the scored fallback when the model's choice is not a candidate."""
+
+from __future__ import annotations
+
+from deepresearch.research.loop import run_research
+from deepresearch.research.runs import RunStore
+from deepresearch.research.state import RunOptions
+from tests.research_helpers import ListBackend, RoutedChatModel, make_deps
+
+FILM = "file:///corpus/night-harbor.md"
+DIRECTOR = "file:///corpus/mara-quell.md"
+TWO_HOP = {
+    FILM: "Night Harbor is a 1986 thriller film directed by Mara Quell. The film was shot in Leland.",
+    DIRECTOR: "Mara Quell spent her childhood in Tromsø, far in the north of Norway.",
+    "file:///corpus/leland.md": "Leland is a town in Brunswick County with a population of 22,000 people.",
+}
+QUESTION = "In which town did the director of the film shot in Leland grow up?"
+
+
+def _answer_section(report: str) -> str:
+    return report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+
+
+def _cited_urls(result) -> set[str]:  # type: ignore[no-untyped-def]
+    return {s["url"] for s in result.sources}
+
+
+def test_second_hop_is_reached_through_a_name_in_the_first_document(workspace, fake_embedder):
+    backend = ListBackend(TWO_HOP)
+    assert DIRECTOR not in {r.url for r in backend.search(QUESTION, 5)}  # one search cannot reach it
+    backend.calls.clear()
+    deps = make_deps(workspace, fake_embedder, backend=backend, model_steps=())
+    result = run_research(workspace, QUESTION, RunOptions(loops=2, queries=2), deps=deps)
+    assert backend.calls[0] == QUESTION  # the question itself is always searched first
+    assert any(call.startswith("Mara Quell") for call in backend.calls[1:])  # the bridge
+    assert {FILM, DIRECTOR} <= _cited_urls(result)
+    answer = _answer_section(result.report)
+    assert answer.strip().startswith("**Tromsø")  # the answer opens the section
+    assert "Mara Quell spent her childhood in Tromsø" in answer
+    state = RunStore(workspace.db).load_state(result.run_id)
+    assert "Mara Quell" in [hop["entity"] for hop in state.hops.values()]
+
+
+def test_yes_no_comparison_is_answered_from_both_passages(workspace, fake_embedder):
+    docs = {
+        "file:///corpus/alma.md": "Alma Reyes is a Chilean painter known for her large murals.",
+        "file:///corpus/bruno.md": "Bruno Tal is an Israeli painter and sculptor.",
+        "file:///corpus/carl.md": "Carl Moss is a British jazz drummer and bandleader.",
+    }
+    yes = run_research(
+        workspace,
+        "Are Alma Reyes and Bruno Tal both painters?",
+        RunOptions(loops=1),
+        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
+    )
+    assert _answer_section(yes.report).strip().startswith("**Yes.**")
+    assert {"file:///corpus/alma.md", "file:///corpus/bruno.md"} <= _cited_urls(yes)
+    no = run_research(
+        workspace,
+        "Are Alma Reyes and Carl Moss both painters?",
+        RunOptions(loops=1),
+        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
+    )
+    assert _answer_section(no.report).strip().startswith("**No.**")
+    assert "Carl Moss is a British jazz drummer" in _answer_section(no.report)
+
+
+def test_an_invalid_model_choice_falls_back_to_the_scored_answer(workspace, fake_embedder):
+    docs = dict(TWO_HOP)
+    scored = run_research(
+        workspace,
+        QUESTION,
+        RunOptions(loops=2, queries=2),
+        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
+    )
+    for reply in ({"answer": "A9"}, "Tromsø is the answer", {"answer": "Mara Quell"}):
+        model = RoutedChatModel(answer=reply)  # type: ignore[arg-type]
+        result = run_research(
+            workspace,
+            QUESTION,
+            RunOptions(loops=2, queries=2),
+            deps=make_deps(workspace, fake_embedder, model, ListBackend(docs), model_steps=("answer",)),
+        )
+        assert len(model.prompts("answer research")) == 1  # the model was asked once, to choose
+        assert result.report_stats["model_steps"]["answer"] == {"calls": 1, "accepted": 0}
+        assert result.report_stats["answer_method"] == "scored"
+        assert _answer_section(result.report).split("—")[0] == _answer_section(scored.report).split("—")[0]
+        assert "model used for: answer" in result.report
+
+
+def test_a_valid_model_choice_picks_among_the_candidates_only(workspace, fake_embedder):
+    model = RoutedChatModel(answer={"answer": "A2"})
+    result = run_research(
+        workspace,
+        QUESTION,
+        RunOptions(loops=2, queries=2),
+        deps=make_deps(workspace, fake_embedder, model, ListBackend(TWO_HOP), model_steps=("answer",)),
+    )
+    schema = next(h["schema"] for h in model.history if "answer research" in h["messages"][0]["content"])
+    options = schema["properties"]["answer"]["enum"]
+    assert options[0] == "A1" and len(options) >= 2
+    choice = result.report_stats["answer_choice"]
+    assert result.report_stats["answer_method"] == "model choice" and choice["model"] != choice["scored"]
+    assert _answer_section(result.report).strip().startswith(f"**{choice['model']}**")
