@@ -1,9 +1,9 @@
 """Evaluate the research loop on multi-hop questions (HotpotQA / MuSiQue format) against one search.
 
 Each item is {question, answer, [answer_aliases], supporting_facts: [[title, …], …],
-context: [[title, [sentence, …] | text], …]}. The paragraphs are written as Markdown files
-(one per distinct title + text: two MuSiQue paragraphs can share a title) and ingested with
-the corpus module into a workspace; `--corpus all` ingests every paragraph of the file, not
+context: [[title, [sentence, …] | text], …]}. The paragraphs are written as one JSONL file
+(one row per distinct title + text: two MuSiQue paragraphs can share a title) and ingested
+with the corpus module into a workspace; `--corpus all` ingests every paragraph of the file, not
 only those of the selected questions. The ingested DB is cached in `--cache-dir` (keyed by
 the file, the corpus choice and the embedding model), so reruns do not re-embed.
 
@@ -11,6 +11,7 @@ Modes, each on its own copy of the ingested workspace, CLI defaults (config file
 - model:    the research loop with the configured chat model (the shipped GGUF by default)
 - none:     the same loop with no model (every step on its deterministic path)
 - baseline: the top 5 documents of one `corpus search` for the question
+- model-all (on request): every step asks the model, to measure each step's acceptance rate
 
 Figures per mode: support recall of cited sources (gold supporting paragraphs, matched by
 title), gold answer (or an alias) in the Answer section, gold answer anywhere in the report,
@@ -40,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("model", "none", "baseline")
+MODES = ("model", "none", "baseline", "model-all")
 BASELINE_TOP = 5
 
 
@@ -67,19 +68,24 @@ def paragraphs(item: dict) -> list[tuple[str, str]]:
     return [(t, "".join(s).strip() if isinstance(s, list) else str(s).strip()) for t, s in item["context"]]
 
 
-def write_corpus(items: list[dict], folder: Path) -> dict[str, str]:
-    """One Markdown file per distinct (title, text); returns file URL → title."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write_corpus(items: list[dict], path: Path) -> dict[str, str]:
+    """One JSONL row per distinct (title, text) with a stable URL; returns URL → title.
+
+    One tabular file is ingested in batches (hundreds of chunks per embedding call) instead
+    of a thousand one-chunk files.
+    """
     titles: dict[str, str] = {}
+    rows = []
     for item in items:
         for title, text in paragraphs(item):
             digest = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:8]
-            name = (re.sub(r"[^\w]+", "_", title).strip("_")[:70] or "untitled") + f"_{digest}"
-            path = folder / f"{name}.md"
-            url = f"file://{path.resolve()}"
+            slug = re.sub(r"[^\w]+", "_", title).strip("_")[:70] or "untitled"
+            url = f"eval://{slug}_{digest}"
             if url not in titles:
-                path.write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
                 titles[url] = title
+                rows.append({"url": url, "title": title, "text": text})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return titles
 
 
@@ -87,6 +93,7 @@ def ingest(data: list[dict], args: argparse.Namespace, work: Path) -> tuple[Path
     """The ingested corpus DB (from the cache when present), URL → title, ingest seconds (0 if cached)."""
     from deepresearch.config import load_config
     from deepresearch.search.corpus import Corpus
+    from deepresearch.search.readers import TableSpec
     from deepresearch.workspace import Workspace
 
     items = data if args.corpus == "all" else data[args.start : args.start + args.limit]
@@ -95,7 +102,7 @@ def ingest(data: list[dict], args: argparse.Namespace, work: Path) -> tuple[Path
         f"{args.file.resolve()}|{args.file.stat().st_size}|{args.corpus}|{len(items)}|{model_id}".encode()
     ).hexdigest()[:12]
     cache = (args.cache_dir or work) / f"corpus-{key}"
-    docs = cache / "docs"
+    docs = cache / "corpus.jsonl"
     db = cache / "deepresearch.db"
     titles = write_corpus(items, docs)  # cheap, and gives the same URLs as the cached DB
     if db.exists():
@@ -105,7 +112,7 @@ def ingest(data: list[dict], args: argparse.Namespace, work: Path) -> tuple[Path
     ws = Workspace.open(home)
     started = time.perf_counter()
     try:
-        Corpus.from_workspace(ws).add_paths([docs])
+        Corpus.from_workspace(ws).add_paths([docs], table=TableSpec(text_col="text", title_col="title", url_col="url"))
         ws.db.execute("pragma wal_checkpoint(truncate)")
     finally:
         ws.close()
@@ -173,6 +180,12 @@ def run_mode(mode: str, items: list[dict], db: Path, work: Path, titles: dict[st
             deps = build_deps(ws, opts)
             if mode == "none":
                 deps.model = None
+            elif mode == "model-all":  # every step asks the model: measures each step's acceptance
+                from deepresearch.models.llm import get_chat_model
+                from deepresearch.research.model_io import MODEL_STEPS
+
+                deps.model = deps.model or get_chat_model(ws.config.llm)
+                deps.model_steps = MODEL_STEPS
         for i, item in enumerate(items, 1):
             if mode == "baseline":
                 started = time.perf_counter()
@@ -191,7 +204,14 @@ def run_mode(mode: str, items: list[dict], db: Path, work: Path, titles: dict[st
                 }
             else:
                 result = run_research(ws, item["question"], opts, deps=deps)
-                row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
+                store = RunStore(ws.db)
+                row = score_run(item, result, store.load_state(result.run_id), titles)
+                record = store.get(result.run_id)
+                row["step_seconds"] = {}
+                for step in record.steps if record else []:
+                    row["step_seconds"][step["step"]] = round(
+                        row["step_seconds"].get(step["step"], 0) + step["seconds"], 2
+                    )
             rows.append(row)
             print(
                 f"[{mode} {i}/{len(items)}] recall {row['support_recall']:.2f} "
@@ -233,6 +253,11 @@ def summarize(rows: list[dict]) -> dict:
     out["model_acceptance"] = {
         step: {**c, "rate": round(c["accepted"] / c["calls"], 3) if c["calls"] else None} for step, c in steps.items()
     }
+    seconds: dict[str, float] = {}
+    for r in rows:
+        for step, value in (r.get("step_seconds") or {}).items():
+            seconds[step] = seconds.get(step, 0.0) + value / len(rows)
+    out["step_seconds_mean"] = {k: round(v, 2) for k, v in seconds.items()}
     out["scored_choice_gold"] = mean("scored_choice_gold")
     out["model_choice_gold"] = mean("model_choice_gold")
     return out
@@ -247,7 +272,7 @@ def main() -> None:
     parser.add_argument(
         "--corpus", choices=("all", "questions"), default="all", help="Ingest all paragraphs or the selected ones."
     )
-    parser.add_argument("--modes", default=",".join(MODES), help=f"Comma-separated subset of {', '.join(MODES)}.")
+    parser.add_argument("--modes", default=",".join(MODES[:3]), help=f"Comma-separated subset of {', '.join(MODES)}.")
     parser.add_argument("--cache-dir", type=Path, default=None, help="Keep the ingested corpus DB here.")
     parser.add_argument("--json", action="store_true", help="Print everything (with per-question rows) as JSON.")
     args = parser.parse_args()
@@ -286,6 +311,8 @@ def main() -> None:
         cells = "".join(f"{'—' if out[m].get(key) is None else out[m][key]:>12}" for m in modes)
         print(f"{key:<24}{cells}")
     for mode in modes:
+        if out[mode].get("step_seconds_mean"):
+            print(f"{mode} mean seconds per step: {out[mode]['step_seconds_mean']}")
         for step, c in out[mode].get("model_acceptance", {}).items():
             print(f"{mode} model step {step}: {c['accepted']}/{c['calls']} accepted ({c['rate']})")
 

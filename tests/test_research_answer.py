@@ -13,10 +13,17 @@ FILM = "file:///corpus/night-harbor.md"
 DIRECTOR = "file:///corpus/mara-quell.md"
 TWO_HOP = {
     FILM: "Night Harbor is a 1986 thriller film directed by Mara Quell. The film was shot in Leland.",
-    DIRECTOR: "Mara Quell spent her childhood in Tromsø, far in the north of Norway.",
+    DIRECTOR: "Mara Quell grew up in the town of Tromsø, far in the north of Norway.",
     "file:///corpus/leland.md": "Leland is a town in Brunswick County with a population of 22,000 people.",
 }
-QUESTION = "In which town did the director of the film shot in Leland grow up?"
+QUESTION = "In which town was the director of the film shot in Leland raised?"
+
+
+class KeywordBackend(ListBackend):
+    """Like BM25 with a floor: a document must share two content words with the query."""
+
+    def search(self, query: str, count: int) -> list:  # type: ignore[type-arg]
+        return [r for r in super().search(query, count) if r.score >= 2]
 
 
 def _answer_section(report: str) -> str:
@@ -28,7 +35,7 @@ def _cited_urls(result) -> set[str]:  # type: ignore[no-untyped-def]
 
 
 def test_second_hop_is_reached_through_a_name_in_the_first_document(workspace, fake_embedder):
-    backend = ListBackend(TWO_HOP)
+    backend = KeywordBackend(TWO_HOP)
     assert DIRECTOR not in {r.url for r in backend.search(QUESTION, 5)}  # one search cannot reach it
     backend.calls.clear()
     deps = make_deps(workspace, fake_embedder, backend=backend, model_steps=())
@@ -38,7 +45,7 @@ def test_second_hop_is_reached_through_a_name_in_the_first_document(workspace, f
     assert {FILM, DIRECTOR} <= _cited_urls(result)
     answer = _answer_section(result.report)
     assert answer.strip().startswith("**Tromsø")  # the answer opens the section
-    assert "Mara Quell spent her childhood in Tromsø" in answer
+    assert "Mara Quell grew up in the town of Tromsø" in answer
     state = RunStore(workspace.db).load_state(result.run_id)
     assert "Mara Quell" in [hop["entity"] for hop in state.hops.values()]
 
@@ -73,7 +80,7 @@ def test_an_invalid_model_choice_falls_back_to_the_scored_answer(workspace, fake
         workspace,
         QUESTION,
         RunOptions(loops=2, queries=2),
-        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
+        deps=make_deps(workspace, fake_embedder, backend=KeywordBackend(docs), model_steps=()),
     )
     for reply in ({"answer": "A9"}, "Tromsø is the answer", {"answer": "Mara Quell"}):
         model = RoutedChatModel(answer=reply)  # type: ignore[arg-type]
@@ -81,7 +88,7 @@ def test_an_invalid_model_choice_falls_back_to_the_scored_answer(workspace, fake
             workspace,
             QUESTION,
             RunOptions(loops=2, queries=2),
-            deps=make_deps(workspace, fake_embedder, model, ListBackend(docs), model_steps=("answer",)),
+            deps=make_deps(workspace, fake_embedder, model, KeywordBackend(docs), model_steps=("answer",)),
         )
         assert len(model.prompts("answer research")) == 1  # the model was asked once, to choose
         assert result.report_stats["model_steps"]["answer"] == {"calls": 1, "accepted": 0}
@@ -96,7 +103,7 @@ def test_a_valid_model_choice_picks_among_the_candidates_only(workspace, fake_em
         workspace,
         QUESTION,
         RunOptions(loops=2, queries=2),
-        deps=make_deps(workspace, fake_embedder, model, ListBackend(TWO_HOP), model_steps=("answer",)),
+        deps=make_deps(workspace, fake_embedder, model, KeywordBackend(TWO_HOP), model_steps=("answer",)),
     )
     schema = next(h["schema"] for h in model.history if "answer research" in h["messages"][0]["content"])
     options = schema["properties"]["answer"]["enum"]

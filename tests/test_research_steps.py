@@ -67,6 +67,7 @@ def test_question_types_follow_the_question_word():
     assert question_type("In what year did the war end?") == "date"
     assert question_type("How many Publix stores are in Georgia?") == "number"
     assert question_type("Where was the author born?") == "place"
+    assert question_type("How does SQLite WAL mode let readers and writers work at the same time?") == "explain"
     assert question_type("Are Christopher Nolan and Sathish Kalathil both film directors?") == "yesno"
     assert question_type("Which band was formed first, Killing Heidi or Suede?") == "choice"
     assert choice_options("Which band was formed first, Killing Heidi or Suede?") == ["Killing Heidi", "Suede"]

@@ -42,7 +42,7 @@ def _render(event: str, **info: Any) -> str | None:
         return f"{loop} rank: {info['passages']} passages, {info['cited']} cited{best}"
     if event == "extract":
         off = f", {info['skipped']} off-topic not stored" if info.get("skipped") else ""
-        return f"{loop} extract {info['source']}: {info['facts']} facts, {info['added']} new{off} ({info['method']})"
+        return f"{loop} extract {info['source']}: {info['facts']} facts on the question{off} ({info['method']})"
     if event == "reflect":
         nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
         return f"{loop} reflect: {info['new_sources']} new sources, {info['new_facts']} new facts; {nxt}"

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deepresearch.research.evidence import chain_text, sentence_relevance
+from deepresearch.research.evidence import sentence_relevance, support_text
 from deepresearch.research.queries import NOT_NAMES, missing_words, names_in, new_to, query_key, stems, topic_words
 from deepresearch.text import content_words, stem, words
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 CANDIDATES_FOR_MODEL = 5
 PASSAGES_SCANNED = 8
 MIN_ANSWER_SCORE = 0.05
-SUPPORT_BONUS = 0.05
+SUPPORT_BONUS = 0.02
 HOP_ENTITY_WEIGHT = 0.6  # a name the run already followed is a step on the way, rarely the answer
 _AUX = frozenset("is are was were do does did can could has have had will would should".split())
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
@@ -41,13 +41,21 @@ _ORG_WORDS = frozenset(
     "university college school company corporation records club party association award awards festival league"
     " team council church society museum river county city state street station airport film album song".split()
 )
+_NOT_PERSON = {
+    stem(w)
+    for w in (
+        " ".join(_ORG_WORDS) + " united states kingdom republic island islands district atoll ocean sea"
+        " mountain province empire union north south east west new"
+    ).split()
+}
+_PLACE_CUE = re.compile(r"\b(in|at|from|near|to|outside|across|of)\s+(?:the\s+)?$", re.I)
 _EARLIER = re.compile(r"\b(first|earlier|older|oldest|before|earliest)\b", re.I)
 _LATER = re.compile(r"\b(later|last|younger|youngest|newer|more recent|latest|most recent)\b", re.I)
 _YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
 
 
 def question_type(question: str) -> str:
-    """yesno | choice | number | date | person | place | entity."""
+    """yesno | choice | number | explain | date | person | place | entity."""
     q = question.strip().lower()
     first = q.split(" ", 1)[0] if q else ""
     if choice_options(question):
@@ -56,6 +64,8 @@ def question_type(question: str) -> str:
         return "yesno"
     if re.search(r"\bhow (many|much|long|old|tall|far|large|big|high)\b|\bwhat (number|percentage|population)\b", q):
         return "number"
+    if first in ("how", "why"):
+        return "explain"  # answered by the best sentences, not by a span
     if re.search(r"\bwhen\b|\b(what|which) (year|date|decade|century|month|day)\b", q):
         return "date"
     if re.search(r"\bwho(m|se)?\b", q):
@@ -99,7 +109,27 @@ def _spans(sentence: str, kind: str) -> list[tuple[str, int]]:
         return [(m.group(0), m.start()) for m in DATE.finditer(sentence)]
     if kind == "number":
         return [(m.group(0), m.start()) for m in NUMBER.finditer(sentence) if not _YEAR.fullmatch(m.group(0))]
-    return [(name, sentence.find(name)) for name in names_in(sentence)]
+    # A date is not a name ("October 5"), whatever its capital letter.
+    dates = [m.group(0) for m in DATE.finditer(sentence)]
+    return [
+        (name, sentence.find(name))
+        for name in names_in(sentence)
+        if not re.match(_MONTH, name) and not any(name in d for d in dates)
+    ]
+
+
+_WH = frozenset("who whom whose what which where when how".split())
+
+
+def slot_words(question: str) -> set[str]:
+    """Stems of the key words next to the question word ("developed by what company" → developed,
+    company): the answer fills that slot, so it stands near them in the evidence."""
+    tokens = words(question)
+    at = next((i for i, w in enumerate(tokens) if w in _WH), None)
+    if at is None:
+        return set()
+    window = tokens[max(0, at - 3) : at + 4]
+    return {stem(w) for w in window if w not in _WH and w in set(content_words(question))}
 
 
 def proximity(sentence: str, offset: int, span: str, question_stems: set[str]) -> float:
@@ -114,25 +144,30 @@ def proximity(sentence: str, offset: int, span: str, question_stems: set[str]) -
     return 1.0 / (1.0 + distance / 4.0)
 
 
-def _type_fit(span: str, kind: str) -> float:
-    """Down-weight spans that do not look like the asked type (an organisation for "who")."""
-    lowered = {w.lower() for w in span.split()}
+def _type_fit(span: str, kind: str, before: str) -> float:
+    """Down-weight spans that do not look like the asked type: an organisation or a place for
+    "who", a name not introduced by a place preposition ("based in Columbus") for "where"."""
+    span_stems = stems(span)
     if kind == "person":
-        if lowered & _ORG_WORDS or len(span.split()) > 4 or any(c.isdigit() for c in span):
+        if span_stems & _NOT_PERSON or len(span.split()) > 4 or any(c.isdigit() for c in span):
             return 0.4
-        return 1.0 if len(span.split()) >= 2 else 0.7
+        return 1.0 if len(span.split()) >= 2 else 0.35  # people are rarely named by one word
     if kind in ("place", "entity") and span.lower() in NOT_NAMES:
         return 0.0
+    if kind == "place":
+        return 1.0 if _PLACE_CUE.search(before) else 0.5
     return 1.0
 
 
 def candidates(state: ResearchState, passages: list[str], kind: str | None = None) -> list[Candidate]:
     """Scored answer candidates from the given passages (best first), typed by the question."""
     kind = kind or question_type(state.topic)
-    if kind in ("yesno", "choice"):
+    if kind in ("yesno", "choice", "explain"):
         return []
     question_stems = stems(state.topic)
     key_words = topic_words(state.topic)
+    key_stems = stems(" ".join(key_words))
+    slot = slot_words(state.topic)
     followed = {query_key(h.get("entity", "")) for h in state.hops.values()}
     by_sid = state.source_by_sid()
     found: dict[str, Candidate] = {}
@@ -141,18 +176,29 @@ def candidates(state: ResearchState, passages: list[str], kind: str | None = Non
         passage_weight = 1.0 / (1.0 + 0.15 * position)
         # The answer stands where the chain of passages that led here covers the question best,
         # next to the question's words or the hop query's (the bridge entity and what it leaves open).
-        missing = missing_words(state.topic, chain_text(state, sid))
+        missing = missing_words(state.topic, support_text(state, sid, passages))
         coverage = 1.0 - len(missing) / len(key_words) if key_words else 1.0
         anchors = question_stems | stems(source.query)
+        hop_words = stems(source.query) if source.query != state.topic else set()
+        wanted = key_stems | (stems(source.query) if source.query != state.topic else set())
         for sentence in source.sentences:
-            relevance = sentence_relevance(sentence, source.query != state.topic)
+            words = stems(sentence[0])
+            similarity = sentence_relevance(sentence, source.query != state.topic)
             for span, offset in _spans(sentence[0], kind):
+                # Meaning (embedding similarity) plus wording: the share of the question's key words
+                # (and the hop query's) the sentence states besides the span — "… based in Columbus".
+                lexical = len((words - stems(span)) & wanted) / len(wanted) if wanted else 0.0
+                relevance = similarity + lexical
                 if kind not in ("date", "number") and not new_to(span, question_stems):
                     continue  # the question's own words are never its answer
                 if kind in ("date", "number") and span in state.topic:
                     continue
-                fit = _type_fit(span, kind) * (HOP_ENTITY_WEIGHT if query_key(span) in followed else 1.0)
+                fit = _type_fit(span, kind, sentence[0][:offset]) * (
+                    HOP_ENTITY_WEIGHT if query_key(span) in followed else 1.0
+                )
                 near = proximity(sentence[0], offset, span, anchors)
+                if slot:
+                    near = 0.4 * near + 0.6 * proximity(sentence[0], offset, span, slot | hop_words)
                 value = relevance * near * passage_weight * fit * (0.5 + 0.5 * coverage)
                 key = " ".join(content_words(span)) or span.lower()
                 current = found.get(key)
@@ -212,9 +258,13 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
     if re.search(r"\bsame\b", state.topic, re.I):
         # Same X: the values each passage gives near the predicate words must meet.
         values = []
-        for source, sentence in zip((a, b), lead, strict=True):
-            text = " ".join(x[0] for x in source.sentences[:3]) or sentence
-            values.append({v.lower() for v in names_in(text) if new_to(v, stems(" ".join(entities)))})
+        for sentence in lead:  # the lead sentence says what and where the subject is
+            found_values = [
+                v.lower() for v in names_in(sentence) if new_to(v, stems(" ".join(entities))) and not v.isupper()
+            ]  # codes (IATA, ICAO) are labels, not values
+            # An address runs from specific to general ("Jefferson County, New York, United States"):
+            # sharing only the most general, last value is not being in the same place.
+            values.append(set(found_values[:-1]) if len(found_values) > 1 else set(found_values))
         answer = "Yes" if values[0] & values[1] else "No"
     else:
         # Both X: each lead sentence must carry the predicate words.

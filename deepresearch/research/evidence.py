@@ -100,3 +100,26 @@ def chain_text(state: ResearchState, sid: str) -> str:
         parent = state.hops.get(current.query, {}).get("parent")
         current, guard = by_sid.get(parent) if parent else None, guard + 1
     return " ".join(parts)
+
+
+def _title_head(title: str) -> str:
+    """The name part of a title: "Laie, Hawaii" → "laie", "Eddie Irvine (driver)" → "eddie irvine"."""
+    return re.split(r"[,(]", title, maxsplit=1)[0].strip().lower()
+
+
+def support_text(state: ResearchState, sid: str, passages: list[str]) -> str:
+    """What backs a passage: its hop chain plus the cited passages linked to it by name (either
+    one names the other's title), i.e. the documents a multi-hop answer rests on together."""
+    by_sid = state.source_by_sid()
+    text = chain_text(state, sid)
+    lowered = text.lower()
+    head = _title_head(by_sid[sid].title) if by_sid[sid].title else ""
+    linked = []
+    for other in passages:
+        source = by_sid[other]
+        if other == sid or not source.title:
+            continue
+        other_head = _title_head(source.title)
+        if (len(other_head) > 2 and other_head in lowered) or (len(head) > 2 and head in source.text.lower()):
+            linked.append(source.title + " " + source.text)
+    return " ".join([text, *linked])

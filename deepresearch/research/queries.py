@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepresearch.text import content_words, normalize_space, stem, truncate
+from deepresearch.text import content_words, normalize_space, stem
 
 if TYPE_CHECKING:
     from deepresearch.research.state import Known
@@ -26,7 +26,7 @@ NAME = re.compile(r"[A-Z][\w'’.&-]*(?:\s+(?:(?:of|the|de|du|la|le|von|van|der|
 NOT_NAMES = frozenset(
     "the a an in on at of for and but or he she it its his her they their them this that these those there"
     " after before during while when where which who what how however later also as by from with to is was"
-    " are were born since until following then many some one two".split()
+    " are were born since until following then many some".split()
 )
 
 
@@ -79,20 +79,6 @@ def is_fresh(known: Known, lifecycle: str, fresh: str, freshness_days: dict[str,
         return True
     max_age = FAST_CHANGING_MAX_AGE_DAYS if known.category in FAST_CHANGING else freshness_days.get(fresh, 30.0)
     return known.age_days <= max_age
-
-
-def gap_queries(topic: str, covered_text: str, stale: list[str], done: list[str], n: int, anchor: str) -> list[str]:
-    """Fallback queries: the topic itself (or its words nothing covers) and stale facts to re-check."""
-    words = topic_words(topic)
-    gap = missing_words(topic, covered_text)
-    candidates = []
-    if not covered_text.strip() or len(gap) == len(words):
-        candidates.append(topic)
-    elif gap:
-        # Only what is missing, plus a little context from the covered words, as keywords.
-        candidates.append(" ".join((gap + [w for w in words if w not in gap])[: max(len(gap) + 2, 3)]))
-    candidates += [truncate(fact, 100) for fact in stale]
-    return clean_queries(candidates, done, n, anchor)
 
 
 @dataclass

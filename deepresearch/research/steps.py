@@ -18,12 +18,18 @@ from deepresearch.research import prompts
 from deepresearch.research.answer import proximity
 from deepresearch.research.cache_links import evict_if_superseded, link_facts
 from deepresearch.research.deps import Deps
-from deepresearch.research.evidence import chain_text, cited_passages, index_sources, ranked_pool, sentence_relevance
+from deepresearch.research.evidence import (
+    chain_text,
+    cited_passages,
+    index_sources,
+    ranked_pool,
+    sentence_relevance,
+    support_text,
+)
 from deepresearch.research.model_io import ask, record
 from deepresearch.research.queries import (
     Bridge,
     clean_queries,
-    gap_queries,
     is_fresh,
     missing_words,
     names_in,
@@ -34,6 +40,7 @@ from deepresearch.research.queries import (
 )
 from deepresearch.research.router import decide_stop
 from deepresearch.research.state import Known, ResearchState, Source
+from deepresearch.text import truncate
 
 FACT_RELEVANCE = 0.3  # a fact is stored only this similar to the question (or naming the answer)
 BRIDGE_ORIGINS = 3
@@ -73,7 +80,10 @@ def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
     fresh_text = " ".join(k.fact for k in state.known if _fresh(deps, state, k))
     stale = [k.fact for k in state.known if not _fresh(deps, state, k) and k.relevance >= deps.cover_similarity]
     anchor = state.topic + " " + " ".join(k.fact for k in state.known)
-    grounded = gap_queries(state.topic, fresh_text, stale, [], n, anchor)
+    # The question itself goes first, unless fresh KB facts already speak to all its key words (KB first).
+    covered = bool(fresh_text) and not missing_words(state.topic, fresh_text)
+    grounded = [] if covered else [state.topic]
+    grounded += clean_queries([truncate(fact, 100) for fact in stale], grounded, n - len(grounded), anchor)
     proposed = ask(
         deps,
         state,
@@ -121,7 +131,8 @@ def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any]
 
 def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
     """Search each pending query (cache → backend); every hit joins the evidence pool with its rank."""
-    queries = [q for q in state.pending if not _covered_by_kb(state, deps, q)]
+    # KB first for the planned queries; a hop's query names what the evidence just found.
+    queries = [q for q in state.pending if state.loop > 0 or not _covered_by_kb(state, deps, q)]
     for q in state.pending:
         if q not in queries:
             state.bump("kb_covered")
@@ -175,7 +186,7 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
         "sources": sources,
         "retrievals": retrievals,
         "new_sources": new,
-        "queries_done": state.queries_done + [q for q in state.pending if q not in state.queries_done],
+        "queries_done": state.queries_done + [q for q in queries if q not in state.queries_done],
         "pending": [],
     }
 
@@ -209,29 +220,28 @@ def rank(state: ResearchState, deps: Deps) -> dict[str, Any]:
     return {"sources": state.sources, "candidate": candidate}
 
 
-def _relevant(deps: Deps, state: ResearchState, facts: list[Any]) -> list[Any]:
-    """Facts related to the question: similar enough to it, sharing two of its key words, or naming
-    the answer candidate."""
-    if not facts:
-        return []
-    vectors = deps.embedder.embed_batch([state.topic, *(f.fact for f in facts)])
-    similarity = vectors[1:] @ vectors[0]
-    answer = (state.candidate.get("text") or "").lower()
+def _relevant(state: ResearchState, source: Source, facts: list[Any]) -> list[Any]:
+    """Facts related to the question: from a sentence similar enough to it (the similarity the
+    rank step already computed), sharing two of its key words, or naming the answer candidate."""
     key = stems(" ".join(topic_words(state.topic)))
-    return [
-        f
-        for f, s in zip(facts, similarity, strict=True)
-        if s >= FACT_RELEVANCE or len(stems(f.fact) & key) >= 2 or (answer and answer in f.fact.lower())
-    ]
+    answer = (state.candidate.get("text") or "").lower()
+    indexed = [(stems(x[0]), float(x[1])) for x in source.sentences]
+    kept = []
+    for f in facts:
+        words = stems(f.fact)
+        similarity = max((sim for sent, sim in indexed if words and len(words & sent) >= 0.8 * len(words)), default=0.0)
+        if similarity >= FACT_RELEVANCE or len(words & key) >= 2 or (answer and answer in f.fact.lower()):
+            kept.append(f)
+    return kept
 
 
 def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
-    """Extract grounded facts from the new passages the run cites; store those related to the question."""
+    """Extract grounded facts from the new passages the run cites; store those related to the question
+    (one KB write per loop)."""
     by_sid = state.source_by_sid()
     cited = set(cited_passages(state))
-    fact_ids, facts, added_total = list(state.fact_ids), list(state.facts), 0
-    seen = {query_key(f["fact"]) for f in facts}
     model = deps.model_for("extract")
+    batch: list[Any] = []
     for sid in [s for s in state.new_sources if s in cited]:
         source = by_sid[sid]
         if model is not None:
@@ -241,38 +251,45 @@ def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
         )
         if model is not None:
             record(state, "extract", result.proposed, sum(m == "model" for m in result.methods))
-        batch = _relevant(deps, state, list(result.facts))
-        for f in batch:
+        relevant = _relevant(state, source, list(result.facts))
+        for f in relevant:
             f.source_url, f.research_topic = source.url, f.research_topic or state.topic
-        added: list[str] = []
-        ids: list[str] = []
-        if batch and deps.kb is not None and state.options.kb_write:
-            outcome = deps.kb.add_facts(batch)
-            added, ids = list(outcome.added), list(outcome.added) + list(outcome.reconfirmed)
-            state.bump("facts_rejected", len(outcome.rejected))
-            if source.cache_key and ids:
-                link_facts(deps.conn, source.cache_key, ids, state.run_id)
-            new_here = len(added)
-        else:
-            new_here = sum(1 for f in batch if query_key(f.fact) not in seen)
-        for i, f in enumerate(batch):
-            if query_key(f.fact) not in seen:
-                seen.add(query_key(f.fact))
-                fact_id = ids[i] if len(ids) == len(batch) else ""
-                facts.append({"fact": f.fact, "url": source.url, "category": f.category, "id": fact_id})
-        fact_ids += [i for i in ids if i not in fact_ids]
-        added_total += new_here
+        batch += relevant
         state.bump("facts_rejected", result.rejected)
         deps.progress(
             "extract",
             source=sid,
-            facts=len(batch),
-            added=new_here,
-            skipped=len(result.facts) - len(batch),
+            facts=len(relevant),
+            skipped=len(result.facts) - len(relevant),
             method=result.method,
         )
-    state.bump("facts_added", added_total)
-    return {"fact_ids": fact_ids, "facts": facts, "loop_facts": added_total}
+    fact_ids, facts = list(state.fact_ids), list(state.facts)
+    seen = {query_key(f["fact"]) for f in facts}
+    added: list[str] = []
+    if batch and deps.kb is not None and state.options.kb_write:
+        outcome = deps.kb.add_facts(batch)
+        added = list(outcome.added)
+        state.bump("facts_rejected", len(outcome.rejected))
+        stored = [deps.kb.get(i) for i in dict.fromkeys(list(outcome.added) + list(outcome.reconfirmed))]
+        for fact in stored:
+            for source in state.sources:  # the cache entries that produced it (a URL may come from several)
+                if source.cache_key and source.url in (fact.sources or [fact.source_url]):
+                    link_facts(deps.conn, source.cache_key, [fact.id], state.run_id)
+            if fact.id not in fact_ids:
+                fact_ids.append(fact.id)
+            if query_key(fact.fact) not in seen:
+                seen.add(query_key(fact.fact))
+                facts.append({"fact": fact.fact, "url": fact.source_url, "category": fact.category, "id": fact.id})
+        new_here = len(added)
+    else:
+        new_here = 0
+        for f in batch:
+            if query_key(f.fact) not in seen:
+                seen.add(query_key(f.fact))
+                facts.append({"fact": f.fact, "url": f.source_url, "category": f.category, "id": ""})
+                new_here += 1
+    state.bump("facts_added", new_here)
+    return {"fact_ids": fact_ids, "facts": facts, "loop_facts": new_here}
 
 
 def bridges(state: ResearchState, n: int) -> list[Bridge]:
@@ -289,7 +306,7 @@ def bridges(state: ResearchState, n: int) -> list[Bridge]:
         source = by_sid[sid]
         remaining = missing_words(state.topic, chain_text(state, sid)) or topic_words(state.topic)[:3]
         is_hop = source.query != state.topic
-        sentences = sorted(source.sentences, key=lambda x: -sentence_relevance(x, is_hop))[:2]
+        sentences = source.sentences
         anchors = question_stems | stems(source.query)
         # Names weigh by their sentence and by how close they stand to the question's words there
         # ("directed by Mara Quell"); a name whose own document the run already holds is no bridge.
@@ -312,19 +329,15 @@ def answer_supported(state: ResearchState) -> bool:
     """The answer slot is filled: a candidate whose passage chain (with the passages it names)
     covers every key word of the question."""
     candidate = state.candidate
+    if answers.question_type(state.topic) == "explain":
+        # How/why: the cited passages together must speak to every key word of the question.
+        by_sid = state.source_by_sid()
+        return not missing_words(state.topic, " ".join(by_sid[sid].text for sid in cited_passages(state)))
     if not candidate:
         return False
     if candidate["kind"] in ("yesno", "choice"):
         return True
-    by_sid = state.source_by_sid()
-    text = chain_text(state, candidate["sid"])
-    linked = [
-        by_sid[sid]
-        for sid in cited_passages(state)
-        if sid != candidate["sid"] and by_sid[sid].title and by_sid[sid].title.lower() in text.lower()
-    ]
-    text += " " + " ".join(s.title + " " + s.text for s in linked)
-    return not missing_words(state.topic, text)
+    return not missing_words(state.topic, support_text(state, candidate["sid"], cited_passages(state)))
 
 
 def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
