@@ -54,18 +54,17 @@ class ListBackend(SearchBackend):
 
 
 class RoutedChatModel(FakeChatModel):
-    """Answers by prompt kind (plan / reflect / summary / answer); everything else gets ''."""
+    """Answers by prompt kind (plan / reflect / answer); everything else gets ''."""
 
     def __init__(
         self,
         plan: Any = None,
         reflect: Any = None,
-        summary: str = "",
-        answer: str = "",
+        answer: Any = "",
         reflect_delay: float = 0.0,
     ):
         super().__init__()
-        self.by_kind = {"plan": plan, "reflect": reflect, "summary": summary, "answer": answer}
+        self.by_kind = {"plan": plan, "reflect": reflect, "answer": answer}
         self.reflect_delay = reflect_delay
 
     def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
@@ -75,8 +74,6 @@ class RoutedChatModel(FakeChatModel):
             if "plan search queries" in system
             else "reflect"
             if "review research" in system
-            else "summary"
-            if "summarize evidence" in system
             else "answer"
             if "answer research" in system
             else "other"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from deepresearch.research.loop import run_research
 from deepresearch.research.runs import RunStore
 from deepresearch.research.state import RunOptions
-from tests.research_helpers import ListBackend, RoutedChatModel, make_deps
+from tests.research_helpers import DOCS, ListBackend, RoutedChatModel, make_deps
 
 FILM = "file:///corpus/night-harbor.md"
 DIRECTOR = "file:///corpus/mara-quell.md"
@@ -83,7 +83,7 @@ def test_an_invalid_model_choice_falls_back_to_the_scored_answer(workspace, fake
         deps=make_deps(workspace, fake_embedder, backend=KeywordBackend(docs), model_steps=()),
     )
     for reply in ({"answer": "A9"}, "Tromsø is the answer", {"answer": "Mara Quell"}):
-        model = RoutedChatModel(answer=reply)  # type: ignore[arg-type]
+        model = RoutedChatModel(answer=reply)
         result = run_research(
             workspace,
             QUESTION,
@@ -111,3 +111,34 @@ def test_a_valid_model_choice_picks_among_the_candidates_only(workspace, fake_em
     choice = result.report_stats["answer_choice"]
     assert result.report_stats["answer_method"] == "model choice" and choice["model"] != choice["scored"]
     assert _answer_section(result.report).strip().startswith(f"**{choice['model']}**")
+
+
+def test_only_facts_related_to_the_question_are_stored(workspace, fake_embedder):
+    deps = make_deps(workspace, fake_embedder, backend=ListBackend(), model_steps=())
+    result = run_research(
+        workspace, "How do readers and the writer share the SQLite WAL?", RunOptions(loops=1), deps=deps
+    )
+    state = RunStore(workspace.db).load_state(result.run_id)
+    assert {s.url for s in state.sources} == set(DOCS)  # every document was retrieved and cited …
+    stored = [deps.kb.get(i) for i in result.fact_ids]
+    assert stored and {f.source_url for f in stored} == {"file:///corpus/wal.md"}  # … only WAL facts kept
+
+
+def test_a_fact_in_an_open_kb_conflict_is_flagged_next_to_the_claim(workspace, fake_embedder):
+    from deepresearch.facts import Fact
+
+    deps = make_deps(workspace, fake_embedder, backend=ListBackend(), model_steps=())
+    added = deps.kb.add_facts(
+        [
+            Fact("SQLite WAL mode readers need shared memory on the same host.", "file:///notes/a.md"),
+            Fact("SQLite WAL mode readers work across hosts over a network share.", "file:///notes/b.md"),
+        ],
+        merge=False,
+    )
+    first, second = added.added
+    deps.kb.flag_conflict(first, second, "different values")
+    result = run_research(workspace, "Do SQLite WAL mode readers need shared memory?", RunOptions(loops=1), deps=deps)
+    kb_section = result.report.split("## From the knowledge base", 1)[1].split("\n## ", 1)[0]
+    line = next(ln for ln in kb_section.splitlines() if "need shared memory on the same host" in ln)
+    assert "⚠ contradicted in the knowledge base by: “SQLite WAL mode readers work across hosts" in line
+    assert result.report_stats["conflicts_shown"] >= 1

@@ -95,7 +95,7 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
             "recall",
             "plan",
             "search",
-            "summarize",
+            "rank",
             "extract",
             "reflect",
             "report",

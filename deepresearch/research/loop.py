@@ -8,23 +8,21 @@ killed run where it stopped.
 from __future__ import annotations
 
 import dataclasses
-import re
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from deepresearch.errors import InputError
 from deepresearch.facts import new_id
 from deepresearch.research import steps
 from deepresearch.research.deps import Deps
 from deepresearch.research.report import report
+from deepresearch.research.result import RunResult, finish
 from deepresearch.research.router import route
 from deepresearch.research.runs import RunStore
 from deepresearch.research.state import ResearchState, RunOptions
 from deepresearch.research.wiring import TimedModel, build_deps, options_from_config
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from deepresearch.workspace import Workspace
 
 STEP_FUNCTIONS: dict[str, Callable[[ResearchState, Deps], dict[str, Any]]] = {
@@ -37,28 +35,7 @@ STEP_FUNCTIONS: dict[str, Callable[[ResearchState, Deps], dict[str, Any]]] = {
     "report": report,
 }
 Progress = Callable[..., None]
-
-
-@dataclass
-class RunResult:
-    """What a finished run returns (and `--json` prints)."""
-
-    run_id: str
-    topic: str
-    stop_reason: str | None
-    loops: int
-    answer: str
-    report: str
-    report_path: str
-    queries: list[str]
-    sources: list[dict[str, Any]]
-    facts: list[dict[str, str]]
-    fact_ids: list[str]
-    known_facts: int
-    counters: dict[str, float]
-    elapsed_seconds: float
-    report_stats: dict[str, Any] = field(default_factory=dict)
-    search_error: str | None = None  # the last failed search, if any
+__all__ = ["RunResult", "build_deps", "options_from_config", "run_research"]
 
 
 def run_research(
@@ -103,40 +80,4 @@ def run_research(
         state.elapsed = base + clock() - started
         store.checkpoint(state, name, {"events": list(events)}, clock() - step_started)
         deps.after_step(name)
-    return _finish(ws, store, state, out)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-")[:50] or "report"
-
-
-def _finish(ws: Workspace, store: RunStore, state: ResearchState, out: Path | None) -> RunResult:
-    """Save the report file (and `out`), mark the run finished, and return its result."""
-    report_path = ws.reports_dir / f"{time.strftime('%Y%m%d')}-{_slug(state.topic)}-{state.run_id[-6:].lower()}.md"
-    report_path.write_text(state.report, encoding="utf-8")
-    store.finish(state.run_id, str(report_path))
-    if out is not None:
-        try:
-            Path(out).write_text(state.report, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(
-                f"cannot write the report to {out}: {exc.strerror} — it is saved at {report_path}"
-            ) from None
-    return RunResult(
-        run_id=state.run_id,
-        topic=state.topic,
-        stop_reason=state.stop_reason,
-        loops=len(state.reflections),
-        answer=state.answer,
-        report=state.report,
-        report_path=str(report_path),
-        queries=state.queries_done,
-        sources=state.report_stats.get("sources", []),
-        facts=state.facts,
-        fact_ids=state.fact_ids,
-        known_facts=len(state.known),
-        counters=dict(state.counters),
-        elapsed_seconds=round(state.elapsed, 3),
-        report_stats={k: v for k, v in state.report_stats.items() if k != "sources"},
-        search_error=state.last_search_error,
-    )
+    return finish(ws, store, state, out)
