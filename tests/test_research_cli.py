@@ -66,7 +66,7 @@ def test_runs_list_show_search(home, fake_embedder):
     lines = [ULID.sub("<ID>", re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "<WHEN>", ln)) for ln in listed.stdout.splitlines()]
     assert [re.sub(r"\s+", " ", ln) for ln in lines] == [
         "<ID> <WHEN> done max-loops FTS5 的 trigram tokenizer",
-        "<ID> <WHEN> done max-loops How does SQLite WAL mode work?",
+        "<ID> <WHEN> done sufficient How does SQLite WAL mode work?",
     ]
     as_json = json.loads(runner.invoke(app, ["--home", str(home), "runs", "list", "--json"]).stdout)
     assert [r["id"] for r in as_json] == [second, first]
