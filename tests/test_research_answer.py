@@ -56,20 +56,15 @@ def test_yes_no_comparison_is_answered_from_both_passages(workspace, fake_embedd
         "file:///corpus/bruno.md": "Bruno Tal is an Israeli painter and sculptor.",
         "file:///corpus/carl.md": "Carl Moss is a British jazz drummer and bandleader.",
     }
-    yes = run_research(
-        workspace,
-        "Are Alma Reyes and Bruno Tal both painters?",
-        RunOptions(loops=1),
-        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
-    )
+
+    def ask(question: str):  # type: ignore[no-untyped-def]
+        deps = make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=())
+        return run_research(workspace, question, RunOptions(loops=1), deps=deps)
+
+    yes = ask("Are Alma Reyes and Bruno Tal both painters?")
     assert _answer_section(yes.report).strip().startswith("**Yes.**")
     assert {"file:///corpus/alma.md", "file:///corpus/bruno.md"} <= _cited_urls(yes)
-    no = run_research(
-        workspace,
-        "Are Alma Reyes and Carl Moss both painters?",
-        RunOptions(loops=1),
-        deps=make_deps(workspace, fake_embedder, backend=ListBackend(docs), model_steps=()),
-    )
+    no = ask("Are Alma Reyes and Carl Moss both painters?")
     assert _answer_section(no.report).strip().startswith("**No.**")
     assert "Carl Moss is a British jazz drummer" in _answer_section(no.report)
 
