@@ -250,3 +250,21 @@ def test_redact_secrets_cases() -> None:
     assert redact_secrets("postgres://bob@db/x") == "postgres://***@db/x"
     for untouched in ("plain text", "mail bob@example.com", "https://h.example/a@b", "x=1"):
         assert redact_secrets(untouched) == untouched
+
+
+def test_research_run_that_dies_is_marked_failed_and_resumes(home: Path, use_embedder, tmp_path: Path) -> None:
+    """Issue 13 (7): a research run that died on an error stayed `running` forever."""
+    from tests.fakes import FakeEmbedder
+
+    use_embedder(FakeEmbedder(model_id="model-a"))
+    _add(home, "WAL mode lets readers continue while one writer appends to the log.")
+    use_embedder(FakeEmbedder(model_id="model-b"))  # the KB was built with model-a: recall fails
+    question = "How does WAL mode treat readers?"
+    one_error_line(cli(home, "research", question, "--loops", "1", "--queries", "1"), "model-a")
+    runs = json.loads(cli(home, "runs", "list", "--json").stdout)
+    assert len(runs) == 1 and runs[0]["status"] == "failed", runs
+    assert runs[0]["stop_reason"].startswith("error in recall: the knowledge base was built with")
+    use_embedder(FakeEmbedder(model_id="model-a"))  # fixed: the same run resumes to its report
+    done = cli(home, "research", "--resume", runs[0]["id"], "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(cli(home, "runs", "list", "--json").stdout)[0]["status"] == "done"

@@ -7,6 +7,7 @@ killed run where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -55,6 +56,8 @@ def run_research(
     deps = deps or build_deps(ws, state.options)  # before the run row: a missing model leaves no stub run
     if not resume:
         store.create(state)
+    else:
+        store.reopen(state.run_id)
     model = deps.model.model if isinstance(deps.model, TimedModel) else deps.model
     clock, base = deps.clock, state.elapsed
     started = clock()
@@ -74,7 +77,12 @@ def run_research(
     while state.step != "done":
         name, step_started = state.step, clock()
         events.clear()
-        state.apply(STEP_FUNCTIONS[name](state, deps))
+        try:
+            state.apply(STEP_FUNCTIONS[name](state, deps))
+        except Exception as exc:  # an error does not leave the run "running": failed, resumable from its checkpoint
+            with contextlib.suppress(Exception):  # a failing database must not hide the step's own error
+                store.fail(state.run_id, name, exc)
+            raise
         state.step, stop = route(state, name, deps.over_budget())
         state.stop_reason = stop or state.stop_reason
         state.elapsed = base + clock() - started

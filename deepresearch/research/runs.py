@@ -98,6 +98,27 @@ class RunStore:
                 ),
             )
 
+    def fail(self, run_id: str, step: str, error: BaseException) -> None:
+        """Mark a run failed in `step` with its error; `--resume` continues from the last checkpoint."""
+        from deepresearch.errors import user_message
+        from deepresearch.text import redact_secrets
+
+        message = user_message(error) or f"{type(error).__name__}: {error}"
+        now = time.time()
+        with transaction(self.conn):
+            self.conn.execute(
+                "update research_runs set status = 'failed', stop_reason = ?, updated_at = ? where id = ?",
+                (redact_secrets(f"error in {step}: {message}")[:500], now, run_id),
+            )
+
+    def reopen(self, run_id: str) -> None:
+        """Mark a resumed run running again (it may have failed or been killed)."""
+        with transaction(self.conn):
+            self.conn.execute(
+                "update research_runs set status = 'running', updated_at = ? where id = ? and status != 'done'",
+                (time.time(), run_id),
+            )
+
     def finish(self, run_id: str, report_path: str) -> None:
         """Mark a run done and remember where its Markdown report was written."""
         now = time.time()
