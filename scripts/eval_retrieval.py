@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test")
     parser.add_argument("--tune-split", default="train", help="qrels split used to tune hybrid fusion")
     parser.add_argument("--workspace", type=Path, help="reuse this workspace folder (default: a temp dir)")
+    parser.add_argument(
+        "--embedding-backend", help="embedding.backend for the full ingest (default: the config's, auto)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -173,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         base = Corpus(base_ws.db, None, base_ws.config.search.corpus)
         print("BM25-only baseline ingest …", file=sys.stderr)
         out["ingest_bm25_only"] = ingest(base, data)
-        ws = Workspace.open(args.workspace or Path(tmp) / "full")
+        ws = Workspace.open(
+            args.workspace or Path(tmp) / "full",
+            overrides={"embedding.backend": args.embedding_backend},
+        )
         corpus = Corpus.from_workspace(ws) if needs_vectors else base
         if needs_vectors:
             print(f"full ingest (chunks + FTS5 + embeddings) into {ws.home} …", file=sys.stderr)

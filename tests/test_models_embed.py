@@ -59,14 +59,17 @@ def test_default_backend_is_onnx_and_claims_the_same_model(onnx, reference):
 @pytest.mark.slow
 def test_vectors_of_both_backends_agree_on_real_sentences(onnx, reference):
     texts = [*SENTENCES, LONG]
-    assert len(onnx._tokenizer.encode(LONG).ids) == 256  # truncated, like the reference
     ours, theirs = onnx.embed_batch(texts), reference.embed_batch(texts)
+    assert len(onnx._tokenizer.encode(LONG).ids) == 256  # truncated, like the reference
     assert ours.dtype == np.float32 and ours.shape == (len(texts), 384)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     cosine = (ours * theirs).sum(axis=1)
     assert cosine.min() >= 0.999, dict(zip(texts, cosine.round(5), strict=True))
     # batching by length must not change a vector: one text alone gives the same result
     assert np.allclose(onnx.embed(SENTENCES[2]), ours[2], atol=1e-5)
+    # a bulk call switches to the graph-optimized session: same vectors
+    bulk = onnx.embed_batch(texts * 2)
+    assert onnx._optimized and np.allclose(bulk[: len(texts)], ours, atol=1e-4)
 
 
 @pytest.mark.slow

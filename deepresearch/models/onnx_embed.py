@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 # Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy,
 # small enough that the attention buffers of 256-token chunks stay in cache-friendly sizes.
 TOKENS_PER_BATCH = 8192
+# From this many texts in one call on, the model is rebuilt with onnxruntime's graph
+# optimizations (int8 weights folded to float once, fused kernels): that costs ≈1 s and
+# ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk embedding
+# (corpus add, reembed) runs several times faster with it.
+BULK_TEXTS = 16
 
 
 def max_seq_length(folder: Path, default: int = 256) -> int:
@@ -62,14 +67,15 @@ class OnnxEmbedder(Embedder):
         self.batch_size = batch_size
         self.threads = threads
         self._session: Any = None
+        self._optimized = False
         self._tokenizer: Any = None
         self._inputs: list[str] = []
         self._dimension: int | None = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
+    def _load(self, optimized: bool = False) -> Any:
         with self._lock:
-            if self._session is not None:
+            if self._session is not None and (self._optimized or not optimized):
                 return self._session
             for path in (self.onnx_path, self.tokenizer_path):
                 if not path.is_file():
@@ -86,22 +92,26 @@ class OnnxEmbedder(Embedder):
                     " — pip install onnxruntime tokenizers, or set embedding.backend: sentence-transformers"
                 ) from None
             try:
-                tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
-                # tokenizer.json may pin a fixed padding/truncation (all-MiniLM-L6-v2's pads to 128);
-                # sentence-transformers truncates at max_seq_length and pads per batch instead.
-                tokenizer.no_padding()
-                tokenizer.enable_truncation(max_length=self.max_length)
+                if self._tokenizer is None:
+                    tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+                    # tokenizer.json may pin a fixed padding/truncation (all-MiniLM-L6-v2's pads to
+                    # 128); sentence-transformers truncates at max_seq_length and pads per batch.
+                    tokenizer.no_padding()
+                    tokenizer.enable_truncation(max_length=self.max_length)
+                    self._tokenizer = tokenizer
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads or 0  # 0 = onnxruntime's choice (all cores)
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3  # warnings about unused initializers are noise here
+                if not optimized:
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
                 session = ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
             except Exception as exc:
                 raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
             self._inputs = [i.name for i in session.get_inputs()]
             width = session.get_outputs()[0].shape[-1]
             self._dimension = int(width) if isinstance(width, int) else None
-            self._tokenizer, self._session = tokenizer, session
+            self._session, self._optimized = session, optimized
             return session
 
     @property
@@ -131,7 +141,7 @@ class OnnxEmbedder(Embedder):
         """Embed `texts` (any number): tokenized once, run in length-sorted batches, mean-pooled, unit length."""
         import numpy as np
 
-        session = self._load()
+        session = self._load(optimized=len(texts) >= BULK_TEXTS)
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
         encodings = self._tokenizer.encode_batch([str(t).strip() for t in texts])
