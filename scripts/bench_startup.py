@@ -40,10 +40,10 @@ def cli(home: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "deepresearch", "--home", str(home), *args]
 
 
-def timed(argv: list[str]) -> tuple[float, int]:
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """(wall seconds, peak RSS in KiB) of one run of `argv` to completion."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -96,6 +96,9 @@ def main() -> None:
     """Build the workspace, run the commands in turn, print medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--compare-backend", help="also time kb query with this embedding.backend (e.g. sentence-transformers)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,12 +110,16 @@ def main() -> None:
             "corpus search": cli(home, "corpus", "search", "WAL readers writers"),
             "search (no cache)": cli(home, "search", "WAL readers writers", "--no-cache"),
         }
+        other = f"kb query ({args.compare_backend})"
+        other_env = dict(os.environ, DEEPRESEARCH__EMBEDDING__BACKEND=args.compare_backend or "")
+        if args.compare_backend:
+            commands[other] = commands["kb query"]
         research = cli(home, "research", "How does WAL let readers and writers work together?", "--no-kb-write")
         times: dict[str, list[float]] = {name: [] for name in [*commands, "research: first progress line"]}
         rss: list[int] = []
         for _ in range(args.runs):
             for name, argv in commands.items():
-                seconds, peak = timed(argv)
+                seconds, peak = timed(argv, other_env if name == other else None)
                 times[name].append(seconds)
                 if name == "kb query":
                     rss.append(peak)
