@@ -133,6 +133,13 @@ class KBConfig(_Section):
         le=1,
         description="Cosine at or above which two facts are merge candidates (chosen on STS-B dev).",
     )
+    related_similarity: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="Cosine at or above which a fact aligned with a new one and differing in one value"
+        " (number, date or name) is an update or a contradiction (chosen on RGB and STS-B dev).",
+    )
     ram_index_min_facts: int = Field(
         20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."
     )

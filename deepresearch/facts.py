@@ -98,3 +98,5 @@ class Hit:
     # whether or not a sweep marked it yet (inform/off mode still show such facts, tagged)
     expires_at: float | None = None
     expired: bool = False
+    # ids of active facts this one is in an open (unresolved) contradiction with
+    conflicts_with: list[str] = field(default_factory=list)

@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Near-duplicate threshold for fact merging, measured on STS-B (English dev split).
+"""Merging, updates and contradictions: STS-B (English dev split) and RGB counterfactual facts.
 
-    python scripts/eval_dedup.py ../shared/eval/paraphrase/stsb/stsb-en-dev.csv [--json]
+    python scripts/eval_dedup.py ../shared/eval/paraphrase/stsb/stsb-en-dev.csv \
+        [--rgb ../shared/eval/conflict/rgb_fact_dev.jsonl] [--json]
+
+RGB (with --rgb): every `positive[i]` is stored in a fresh knowledge base through the real
+write path (one batch, verified at T0), then every `positive_wrong[i]` (the same passage with
+the answer swapped) is added one at a time as the newer fact (T1). A pair is linked when the
+wrong fact superseded the positive one (an update), was flagged against it (a contradiction),
+or reconfirmed it; any link between facts of different items is a wrong link. Reported: the
+share of pairs linked, and wrong links among all cross-item fact pairs.
 
 Embeds both sentences of every pair with the configured embedding model (all-MiniLM-L6-v2),
 reports the Spearman correlation of cosine vs. the gold score (published anchor: 0.82 on
 the test split) and precision / recall / F1 of "gold score >= 4 means duplicate" at cosine
 thresholds 0.70 … 0.975 — for the cosine alone and for the merge step's full gate
 (cosine + `kb.merge.relation`, which refuses pairs about different times and, between facts
-verified at the same time, anything that replaces a value). Baseline in the same run:
-word-set Jaccard similarity.
+verified at the same time, anything that replaces a value), and for the write path with
+updates: pairs at cosine >= kb.related_similarity that align and differ in one value are
+updates too (`relation(..., near=False)`). Baseline in the same run: word-set Jaccard similarity.
 
 A wrong merge corrupts a fact, so precision comes first: the suggested threshold is the
 lowest one at which the write-path gate makes no harmful merge (gold < --related, i.e. not
@@ -25,12 +34,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from deepresearch.config import EmbeddingConfig
-from deepresearch.facts import Fact
+from deepresearch.config import EmbeddingConfig, KBConfig
+from deepresearch.facts import Fact, text_hash
 from deepresearch.kb.merge import relation
 from deepresearch.models.embed import get_embedder
 from deepresearch.text import words
@@ -74,6 +84,64 @@ def jaccard(a: str, b: str) -> float:
     return len(x & y) / len(x | y) if x | y else 0.0
 
 
+def eval_rgb(path: Path) -> dict[str, Any]:
+    """Store RGB positives, then each counterfactual as the newer fact; count links (see the docstring)."""
+    import tempfile
+
+    from deepresearch.db import connect
+    from deepresearch.kb.store import KnowledgeBase
+
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pairs = [(it["id"], p, w) for it in items for p, w in zip(it["positive"], it["positive_wrong"], strict=False)]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = connect(Path(tmp) / "rgb.db")
+        kb = KnowledgeBase(conn, get_embedder(EmbeddingConfig()), KBConfig())
+        owners: dict[str, set[int]] = {}  # fact id → the items whose text it holds
+        t0, t1 = 1_700_000_000.0, 1_700_086_400.0
+        stored = kb.add_facts([Fact(p, f"https://rgb.example/{n}/{i}") for n, (i, p, _) in enumerate(pairs)], now=t0)
+        for item, text, _ in pairs:
+            digest = text_hash(" ".join(text.split()))
+            row = conn.execute("select id from facts where text_hash = ?", (digest,)).fetchone()
+            owners.setdefault(row[0] if row else "", set()).add(item)
+        cross = sum(1 for a, b, _ in stored.flagged if owners.get(a, set()) != owners.get(b, set()))
+        for merge in stored.merged:  # positives merged with each other on the way in
+            joined = [owners.get(o, set()) for o in merge.old_ids]
+            cross += sum(1 for a in joined for b in joined if a != b) // 2
+            owners.setdefault(merge.new_id or "", set()).update(*joined)
+        counts: dict[str, int] = {"superseded": 0, "flagged": 0, "same_text": 0}
+        linked = 0
+        for n, (item, _, wrong) in enumerate(pairs):
+            result = kb.add_facts([Fact(wrong, f"https://rgb.example/wrong/{n}", verified_at=t1)], now=t1)
+            touched: list[tuple[str, str]] = [("superseded", i) for m in result.merged for i in m.old_ids]
+            touched += [("flagged", other) for _, other, _ in result.flagged]
+            if not touched:
+                touched = [("same_text", i) for i in result.reconfirmed]
+            hit = False
+            for how, other in touched:
+                theirs = owners.get(other, set())
+                cross += len(theirs - {item})
+                if item in theirs and not hit:
+                    hit, linked = True, linked + 1
+                    counts[how] += 1
+            for new in [*result.added, *(m.new_id for m in result.merged if m.new_id)]:
+                owners.setdefault(new, set()).update({item}, *(owners.get(o, set()) for _, o in touched))
+        conn.close()
+    sizes = [sum(1 for p in pairs if p[0] == it["id"]) for it in items]
+    cross_pairs = sum(a * b for i, a in enumerate(sizes) for b in sizes[i + 1 :]) * 4  # (pos|wrong) × (pos|wrong)
+    return {
+        "items": len(items),
+        "pairs": len(pairs),
+        "linked": linked,
+        "linked_share": round(linked / len(pairs), 4),
+        **counts,
+        "cross_links": cross,
+        "cross_pairs": cross_pairs,
+        "cross_share": round(cross / cross_pairs, 6),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
 def main() -> int:
     """Run the evaluation and print the table (or JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -81,6 +149,7 @@ def main() -> int:
     parser.add_argument("--positive", type=float, default=4.0, help="gold score counted as duplicate")
     parser.add_argument("--related", type=float, default=3.0, help="gold score below which a merge is harmful")
     parser.add_argument("--min-precision", type=float, default=0.9)
+    parser.add_argument("--rgb", type=Path, help="rgb_fact_dev.jsonl: linking of counterfactual pairs on write")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     left, right, gold = load_pairs(args.csv)
@@ -103,11 +172,25 @@ def main() -> int:
     ]
     same_time = np.array([k[0] == "duplicate" for k in kinds])
     on_write = np.array([k[1] in ("duplicate", "update") for k in kinds])
+    band = KBConfig().related_similarity
+    # below the threshold, pairs at cosine >= band that align and change one value are updates
+    updates = np.array(
+        [
+            band <= c
+            and relation(Fact(x, "s:", verified_at=1), Fact(y, "s:", verified_at=2), near=False)[0] == "update"
+            for x, y, c in zip(left, right, cosine, strict=True)
+        ]
+    )
     gated = {
         "compress (same time: duplicates only)": [
             prf(np.where(same_time, cosine, -1), positive, t, related) for t in THRESHOLDS
         ],
         "write (newer may update)": [prf(np.where(on_write, cosine, -1), positive, t, related) for t in THRESHOLDS],
+        f"write with value updates from cosine {band}": [
+            prf(np.where(on_write & (cosine >= t) | updates & (cosine < t), 1.0, -1), positive, 0.5, related)
+            | {"threshold": t}
+            for t in THRESHOLDS
+        ],
     }
     base = [prf(overlap, positive, t, related) for t in (0.5, 0.6, 0.7, 0.8, 0.9)]
     write = gated["write (newer may update)"]
@@ -125,6 +208,8 @@ def main() -> int:
         "gated": gated,
         "chosen_threshold": chosen,
     }
+    if args.rgb is not None:
+        out["rgb"] = eval_rgb(args.rgb)
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         print()
@@ -144,6 +229,14 @@ def main() -> int:
                 f"  >= {r['threshold']:<12} {r['precision']:>9.3f} {r['recall']:>7.3f} {r['f1']:>6.3f}"
                 f" {r['merged']:>7} {r['harmful']:>8.3f}"
             )
+    if "rgb" in out:
+        rgb: dict[str, Any] = out["rgb"]  # type: ignore[assignment]
+        print(
+            f"\nRGB: {rgb['pairs']} pairs from {rgb['items']} items: linked {rgb['linked_share']:.3f}"
+            f" (superseded {rgb['superseded']}, flagged {rgb['flagged']}, same text {rgb['same_text']});"
+            f" cross-item links {rgb['cross_links']} of {rgb['cross_pairs']} cross-item pairs"
+            f" ({rgb['cross_share']:.5f}); {rgb['seconds']} s"
+        )
     print(
         f"\nsuggested kb.duplicate_similarity: {chosen} (lowest threshold where the write-path gate"
         f" makes no merge of pairs scored < {args.related:g} and precision >= {args.min_precision})"

@@ -57,6 +57,7 @@ def test_add_query_history(home, fake_model):
         "status",
         "expires_at",
         "expired",
+        "conflicts_with",
     }
     assert as_json["hits"][0]["status"] == "active" and as_json["include_expired"] is False
     again = kb(

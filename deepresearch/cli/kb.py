@@ -182,10 +182,14 @@ def query(
         return
     typer.echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
     for hit in recall.hits:
+        mark = "! " if hit.conflicts_with else ""
         typer.echo(
-            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13} {hit.fact}"
+            f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13}"
+            f" {mark}{hit.fact}"
         )
         typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]  ({_expiry_tag(hit)})")
+        if hit.conflicts_with:
+            typer.echo(f"{'':42}! contradicts {', '.join(hit.conflicts_with)} — see `deepresearch kb conflicts`")
 
 
 @app.command("sweep")

@@ -1,4 +1,5 @@
-"""`kb compress`: merge near-duplicate clusters across the whole KB with the write path's rules."""
+"""`kb compress`: merge near-duplicates and updates, flag contradictions, across the whole KB with the
+write path's rules (kb/merge.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from deepresearch.errors import ModelError
 from deepresearch.facts import Fact, text_hash
 from deepresearch.kb import rows
 from deepresearch.kb.index import one_blas_thread, read_all_vectors
-from deepresearch.kb.merge import decide, merged_fact
+from deepresearch.kb.merge import decide, merged_fact, relation
+from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.records import CompressResult, MergeRecord
 from deepresearch.kb.write import Vectors, absorb
 
@@ -21,8 +23,13 @@ if TYPE_CHECKING:
     from deepresearch.models.llm import ChatModel
 
 
-def clusters(conn: Any, threshold: float) -> tuple[list[list[Fact]], int]:
-    """Groups of active facts linked by cosine >= threshold or an equal text hash; and the fact count."""
+def clusters(conn: Any, config: KBConfig) -> tuple[list[list[Fact]], int, dict[str, np.ndarray]]:
+    """Groups of active facts to fold together, the active fact count, and the facts' vectors.
+
+    Linked are equal texts, pairs at cosine >= kb.duplicate_similarity, and pairs among each
+    fact's `CANDIDATES` nearest at cosine >= kb.related_similarity that `relation` calls an
+    update or a contradiction (the write path's rule); one matrix product per block of rows.
+    """
     found = conn.execute(f"select {rows.FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
     facts = rows.facts_from_rows(conn, found)
     pos = {r[0]: i for i, r in enumerate(found)}
@@ -41,16 +48,29 @@ def clusters(conn: Any, threshold: float) -> tuple[list[list[Fact]], int]:
     rids, matrix = read_all_vectors(conn) if rows.has_vectors(conn) else (np.zeros(0), np.zeros((0, 0)))
     keep = [n for n, rid in enumerate(rids.tolist()) if rid in pos]
     idx, vectors = [pos[int(rids[n])] for n in keep], np.asarray(matrix[keep], dtype=np.float32)
+    near, related = config.duplicate_similarity, config.related_similarity
+    k = min(CANDIDATES + 1, len(idx))
+    compared: set[tuple[int, int]] = set()
     with one_blas_thread():
         for start in range(0, len(idx), 1024):
             block = vectors[start : start + 1024] @ vectors.T
-            for a, b in zip(*np.nonzero(block >= threshold), strict=True):
+            for a, b in zip(*np.nonzero(block >= near), strict=True):
                 if start + a < b:
                     parent[root(idx[start + a])] = root(idx[b])
+            band = np.where((block >= related) & (block < near), block, -np.inf)
+            top = np.argpartition(-band, k - 1, axis=1)[:, :k] if k else np.zeros((len(block), 0), dtype=int)
+            for a, b in zip(*np.nonzero(np.take_along_axis(band, top, axis=1) > -np.inf), strict=True):
+                x, y = sorted((idx[start + a], idx[int(top[a, b])]))
+                if x != y and (x, y) not in compared:
+                    compared.add((x, y))
+                    older, newer = sorted((facts[x], facts[y]), key=lambda f: (f.verified_at, f.created_at, f.id))
+                    if relation(older, newer, near=False)[0] != "distinct":
+                        parent[root(x)] = root(y)
     groups: dict[int, list[Fact]] = {}
     for i, f in enumerate(facts):
         groups.setdefault(root(i), []).append(f)
-    return [g for g in groups.values() if len(g) > 1], len(facts)
+    by_id = {facts[i].id: vectors[n] for n, i in enumerate(idx)}
+    return [g for g in groups.values() if len(g) > 1], len(facts), by_id
 
 
 def compress(
@@ -71,14 +91,23 @@ def compress(
             "kb compress needs fact vectors: sqlite-vec is not available or the vector table is missing"
             " — fix: pip install sqlite-vec sqlean-py, then `deepresearch kb reembed`"
         )
-    groups, total = clusters(conn, config.duplicate_similarity)
+    groups, total, vectors_by_id = clusters(conn, config)
+
+    def is_near(fact: Fact, members: list[Fact]) -> bool:
+        """Same text, or cosine >= kb.duplicate_similarity with a member (else only related)."""
+        mine = vectors_by_id.get(fact.id)
+        return mine is None or any(
+            (other := vectors_by_id.get(m.id)) is None or float(mine @ other) >= config.duplicate_similarity
+            for m in members
+        )
+
     result = CompressResult(total, len(groups), dry_run=dry_run)
     for group in groups:
         group.sort(key=lambda f: (f.verified_at, f.created_at, f.id))
         head, members, flags = group[0], [group[0]], []
         record = MergeRecord([], [], head.fact, "duplicate", "none")
         for fact in group[1:]:
-            decision = decide(head, fact, model)
+            decision = decide(head, fact, model, near=is_near(fact, members))
             if decision.kind in ("duplicate", "update") and decision.text:
                 members.append(fact)
                 head = merged_fact(members, decision.text)

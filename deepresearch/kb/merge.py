@@ -3,13 +3,16 @@
 The database passes that use it are kb/plan.py (on write) and kb/compress.py (`kb compress`).
 
 Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
-(DESIGN.md §3). `relation()` classifies the pair:
+(DESIGN.md §3); so are facts only related (cosine >= `kb.related_similarity`, where MiniLM
+puts a claim with a changed number or name), but those must align word by word and differ in
+one value (`value_change`) to be anything but distinct. `relation()` classifies the pair:
 
 - `distinct`: different years on both sides, so two claims about different times — never merged;
 - `duplicate`: nothing of the older fact is replaced or negated — fused into one text;
-- `update`: the newer fact (later `verified_at`) replaces values of the older — fused, newer wins;
-- `contradiction`: values differ with no update direction (same `verified_at`) — both kept,
-  flagged for re-verification (table `fact_conflicts`).
+- `update`: the newer fact (later `verified_at`, confidence at least the older's) replaces
+  values of the older — fused, newer wins;
+- `contradiction`: values differ with no basis to prefer one (same `verified_at`, or a less
+  confident newer source) — both kept, flagged for re-verification (table `fact_conflicts`).
 
 The fusion keeps every detail of the older fact that the newer one does not replace: the
 model proposes it (MERGE_FACTS) and `fusion_problem` checks it word by word; if the model
@@ -42,6 +45,10 @@ _YEAR = re.compile(r"^(1[5-9]\d\d|20\d\d)$")
 _TIME_WORDS = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april june
     july august september october november december yesterday today tomorrow""".split()
+)
+# month names and their abbreviations ("Aug", "Sept") by their first three letters
+_MONTHS = frozenset(
+    m[:3] for m in "january february march april may june july august september october november december".split()
 )
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without", "n't"})
 _END = " .。!！;"
@@ -79,7 +86,7 @@ def _is_swap(old_span: list[str], new_span: list[str], old_stems: set[str], new_
 
 
 def _function_words(span: list[str]) -> set[str]:
-    return {w for w in words(" ".join(span)) if w in STOPWORDS} - {"a", "an", "the"}
+    return {w for w in words(" ".join(span)) if w in STOPWORDS} - {"a", "an", "the", "may"}  # May: a month
 
 
 def _kind(span: list[str]) -> tuple[bool, bool]:
@@ -99,13 +106,81 @@ def replaced_stems(older: str, newer: str) -> set[str]:
     return out - new_stems
 
 
+def _is_value(span: list[str], initial: bool) -> bool:
+    """A number, a date word or a name: the kind of span an update or contradiction changes.
+
+    A sentence's first word is capitalized anyway, so alone there ("Dogs" → "Cats") it is no name."""
+    text = " ".join(span)
+    if numbers(text) or _TIME_WORDS.intersection(words(text)):
+        return True
+    content = [t for t in span if _stems(t)]
+    if initial and len(content) == 1 and content[0] == span[0] and not any(c.isupper() for c in span[0][1:]):
+        return False
+    return bool(content) and all(t[:1].isupper() for t in content)
+
+
+def value_change(older: str, newer: str, *, min_shared: int = 4, min_aligned: float = 0.7) -> str | None:
+    """'old → new' when the texts align and differ in one value (a number, date or name, maybe
+    repeated) plus details only one side has; None when they differ in anything else.
+
+    `min_shared` content stems must be common to both (the subject and attribute words) and at
+    least `min_aligned` of the shorter text must align, so a lone shared word is not evidence.
+    """
+    old, new = _tokens(older), _tokens(newer)
+    ops = _opcodes(old, new)
+    if sum(tag != "equal" for tag, *_ in ops) > MAX_EDITS:
+        return None
+    equal = [t for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2]]
+    if len(equal) < min_aligned * min(len(old), len(new)) or len(_stems(" ".join(equal))) < min_shared:
+        return None
+    swaps = set()
+    for tag, i1, i2, j1, j2 in ops:
+        if tag in ("insert", "delete") and _TIME_WORDS.intersection(words(" ".join(old[i1:i2] + new[j1:j2]))):
+            return None  # one side is pinned to a day or month the other does not name
+        if tag != "replace":
+            continue
+        o, n = old[i1:i2], new[j1:j2]
+        if len(o) > 3 or len(n) > 3 or _kind(o) != _kind(n) or _function_words(o) != _function_words(n):
+            return None  # "at least 19" vs "26", "in Paris" vs "by Hugo": another role, not another value
+        if not (_is_value(o, i1 == 0) and _is_value(n, j1 == 0)):
+            return None
+        swaps.add((" ".join(o).strip(".,;:!?\"'()[]"), " ".join(n).strip(".,;:!?\"'()[]")))
+    if len(swaps) != 1:
+        return None  # nothing replaced (a duplicate), or two values: another subject's value
+    before, after = swaps.pop()
+    if not numbers(before) and _spelling_variant(before, after):
+        return None  # "Syria" / "Syrian", "Egypt" / "Egyptian": the same name written another way
+    return f"{before} → {after}"
+
+
+def _is_date(change: str) -> bool:
+    """A value change between two dates (years, days, month names and nothing else)."""
+    rest = [w for w in words(change) if not w.isdigit() and w not in _TIME_WORDS and w[:3] not in _MONTHS]
+    return bool(_YEAR.match(max(numbers(change), key=len, default=""))) and not rest
+
+
+def _spelling_variant(a: str, b: str) -> bool:
+    """Two names that are one name spelled, inflected or abbreviated differently."""
+    a, b = sorted((a.lower().replace(".", ""), b.lower().replace(".", "")), key=len)
+    initials = "".join(w[:1] for w in b.split())
+    return SequenceMatcher(None, a, b).ratio() >= 0.6 or a in (initials, b[: len(a)]) or a[:4] == b[:4]
+
+
 def _names(text: str) -> set[str]:
     """Capitalized words after the first (a sentence's first word is capitalized anyway)."""
     return {t.strip(".,;:!?\"'()").lower() for t in text.split()[1:] if t[:1].isupper()}
 
 
-def relation(older: Fact, newer: Fact) -> tuple[str, str]:
-    """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts."""
+def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
+    """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts.
+
+    `near` pairs (cosine >= kb.duplicate_similarity) may be the same claim in other words; a
+    pair that is only related (cosine >= kb.related_similarity) must align word by word and
+    differ in one value (see `value_change`) to be an update or a contradiction."""
+    change = value_change(older.fact, newer.fact)
+    if change is not None and _is_date(change):
+        # only the date differs: another date for the same event, not a claim about another time
+        return _direction(older, newer, f"changes {change}")
     on, nn = numbers(older.fact), numbers(newer.fact)
     if any(_YEAR.match(n) for n in on - nn) and any(_YEAR.match(n) for n in nn - on):
         return "distinct", "different years: claims about different times"
@@ -115,6 +190,10 @@ def relation(older: Fact, newer: Fact) -> tuple[str, str]:
     old_names, new_names = _names(older.fact), _names(newer.fact)
     if old_names - new_names and new_names - old_names and on - nn and nn - on:
         return "distinct", "another name with another number: a different subject's value"
+    if not near:
+        if change is None:
+            return "distinct", "related, but not the same claim with another value"
+        return _direction(older, newer, f"changes {change}")
     changes = []
     gone = replaced_stems(older.fact, newer.fact)
     if gone:
@@ -123,9 +202,17 @@ def relation(older: Fact, newer: Fact) -> tuple[str, str]:
         changes.append("negation differs")
     if not changes:
         return "duplicate", "same claim"
-    if newer.verified_at > older.verified_at:
-        return "update", "; ".join(changes)
-    return "contradiction", "; ".join(changes) + " (same verification time: no update direction)"
+    return _direction(older, newer, "; ".join(changes))
+
+
+def _direction(older: Fact, newer: Fact, change: str) -> tuple[str, str]:
+    """An update when the newer fact was verified later by a source at least as confident;
+    otherwise a contradiction (nothing to prefer one value by)."""
+    if newer.verified_at <= older.verified_at:
+        return "contradiction", f"{change} (same verification time: no update direction)"
+    if newer.confidence < older.confidence:
+        return "contradiction", f"{change} (the newer source is less confident)"
+    return "update", change
 
 
 def fusion_problem(older: str, newer: str, merged: str) -> str | None:
@@ -238,10 +325,10 @@ class Decision:
     method: str = "none"
 
 
-def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None) -> Decision:
-    """Classify the pair and, for duplicates and updates, fuse the texts (older → newer)."""
+def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None, *, near: bool = True) -> Decision:
+    """Classify the pair (see `relation`) and, for duplicates and updates, fuse the texts (older → newer)."""
     older, newer = (stored, incoming) if incoming.verified_at >= stored.verified_at else (incoming, stored)
-    kind, reason = relation(older, newer)
+    kind, reason = relation(older, newer, near=near)
     if kind in ("distinct", "contradiction"):
         return Decision(kind, reason)
     fusion = fuse(older.fact, newer.fact, model)

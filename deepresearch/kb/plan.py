@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from deepresearch.config import KBConfig
     from deepresearch.models.llm import ChatModel
 
+CANDIDATES = 8  # nearest stored facts compared with each new one
+
 
 @dataclass
 class Action:
@@ -72,9 +74,11 @@ def plan_batch(
 
     One KNN pass for the batch plus the batch's own similarity matrix; earlier facts of the
     batch are merge candidates for later ones, and every merge result can absorb more.
+    Candidates are the `CANDIDATES` nearest active facts at cosine >= kb.related_similarity;
+    below kb.duplicate_similarity only an aligned value change links them (kb/merge.py).
     """
-    threshold = config.duplicate_similarity
-    found = neighbours(conn, config, ram, matrix, threshold)
+    threshold, near = config.related_similarity, config.duplicate_similarity
+    found = neighbours(conn, config, ram, matrix, threshold, k=CANDIDATES)
     rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
     stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
     inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T
@@ -95,12 +99,12 @@ def plan_batch(
         candidates += [(i, float(inner[i, j])) for i in range(j) if inner[i, j] >= threshold]
         action = Action("insert")
         seen: set[str | int] = set()
-        for key, _ in sorted(candidates, key=lambda c: -c[1]):
+        for key, score in sorted(candidates, key=lambda c: -c[1]):
             target = head(key)
             if target == j or target in seen:
                 continue
             seen.add(target)
-            decision = decide(current[target], fact, model)
+            decision = decide(current[target], fact, model, near=score >= near)
             if decision.kind in ("duplicate", "update") and decision.text:
                 merged = merged_fact([current[target], fact], decision.text)
                 action = Action("merge", target, merged, decision)

@@ -179,8 +179,9 @@ class KnowledgeBase:
 
         Relevance is the cosine similarity; on the degraded path it is BM25 mapped to 0..1.
         Swept (`expired`) and `superseded` facts are recalled only with `include_expired`.
+        A hit in an open contradiction lists the other fact ids in `conflicts_with`.
         """
-        return recall(
+        found = recall(
             self.conn,
             self.config,
             self.ram,
@@ -194,6 +195,12 @@ class KnowledgeBase:
             now=now,
             include_expired=include_expired,
         )
+        if found.hits:
+            for c in self.conflicts([h.id for h in found.hits]):
+                for hit in found.hits:
+                    if hit.id in (c.fact_id, c.other_id):
+                        hit.conflicts_with.append(c.other_id if hit.id == c.fact_id else c.fact_id)
+        return found
 
     def history(self, fact_id: str) -> list[HistoryEvent]:
         """Every recorded change of a fact, oldest first (NotFound if there is none)."""

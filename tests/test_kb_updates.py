@@ -1,0 +1,106 @@
+"""Updates and contradictions the KB catches on write (issue 16), through the CLI with real MiniLM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from deepresearch.cli.main import app
+from deepresearch.facts import Fact
+from deepresearch.kb.merge import relation, value_change
+
+
+def _kb(home, *args: str):
+    result = CliRunner().invoke(app, ["--home", str(home), "kb", *args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _add(home, text: str, source: str, *extra: str) -> dict:
+    return json.loads(_kb(home, "add", text, "--source", source, "--category", "historical", "--json", *extra).stdout)
+
+
+def _active(home, query: str) -> list[dict]:
+    return json.loads(_kb(home, "query", query, "--json").stdout)["hits"]
+
+
+def test_the_cat_update_supersedes_and_keeps_the_old_detail(home, real_embedder):
+    first = _add(home, "My cat Momo is 2 years old and very clingy.", "https://e.com/a")["added"][0]
+    _add(home, "My cat Momo is 3 years old.", "https://e.com/b")
+    hits = _active(home, "how old is Momo the cat")
+    assert len(hits) == 1
+    assert "3 years" in hits[0]["fact"] and "clingy" in hits[0]["fact"]
+    assert sorted(hits[0]["sources"]) == ["https://e.com/a", "https://e.com/b"]
+    history = json.loads(_kb(home, "history", first, "--json").stdout)
+    supersede = [e for e in history if e["event"] == "supersede"]
+    assert supersede and supersede[0]["old_text"] == "My cat Momo is 2 years old and very clingy."
+    assert supersede[0]["new_text"] == hits[0]["fact"]
+    assert "2 years" in _kb(home, "history", first).stdout and "→" in _kb(home, "history", first).stdout
+
+
+def test_the_eiffel_tower_update_is_linked(home, real_embedder):
+    first = _add(home, "The Eiffel Tower is 330 metres tall.", "https://e.com/c")["added"][0]
+    _add(home, "The Eiffel Tower is 324 metres tall.", "https://e.com/d")
+    conflicts = json.loads(_kb(home, "conflicts", "--json").stdout)
+    status = json.loads(_kb(home, "history", first, "--json").stdout)[-1]["event"]
+    assert status == "supersede" or any(first in (c["fact_id"], c["other_id"]) for c in conflicts)
+    assert [h["fact"] for h in _active(home, "Eiffel Tower height")] == ["The Eiffel Tower is 324 metres tall."]
+
+
+def test_different_subjects_with_different_numbers_stay_apart(home, real_embedder):
+    _add(home, "Mount Everest is 8849 metres tall.", "https://e.com/e")
+    _add(home, "Mont Blanc is 4808 metres tall.", "https://e.com/f")
+    hits = _active(home, "how tall is the mountain")
+    assert {h["fact"] for h in hits} == {"Mount Everest is 8849 metres tall.", "Mont Blanc is 4808 metres tall."}
+    assert all(h["conflicts_with"] == [] for h in hits)
+    assert json.loads(_kb(home, "conflicts", "--json").stdout) == []
+
+
+def test_a_contradiction_stays_active_and_recall_says_so(home, real_embedder):
+    # the newer source is less confident: no basis to prefer it, so both stay and are flagged
+    old = _add(home, "The Eiffel Tower is 330 metres tall.", "https://e.com/g", "--confidence", "0.9")["added"][0]
+    new = _add(home, "The Eiffel Tower is 324 metres tall.", "https://e.com/h", "--confidence", "0.6")
+    assert new["flagged"] and new["flagged"][0]["other_id"] == old
+    hits = {h["id"]: h for h in _active(home, "Eiffel Tower height")}
+    assert hits[old]["conflicts_with"] == new["added"]
+    assert hits[new["added"][0]]["conflicts_with"] == [old]
+    table = _kb(home, "query", "Eiffel Tower height").stdout
+    assert table.count("! The Eiffel Tower") == 2 and "contradicts" in table
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "expected"),
+    [
+        ("The Eiffel Tower is 330 metres tall.", "The Eiffel Tower is 324 metres tall.", "330 → 324"),
+        (
+            "Raymond James Stadium in Tampa, Florida hosted the game.",
+            "Raymond James Stadium in Glendale, Arizona hosted the game.",
+            "Tampa, Florida → Glendale, Arizona",
+        ),
+        ("Mount Everest is 8849 metres tall.", "Mont Blanc is 4808 metres tall.", None),  # two values: another subject
+        ("Dogs are loyal and friendly animals.", "Cats are loyal and friendly animals.", None),  # first word: no name
+        ("A man is playing a guitar on the stage.", "A man is playing a flute on the stage.", None),  # not a value
+        (
+            "Syria urges an end to the violence in Homs.",
+            "Syrian urges an end to the violence in Homs.",
+            None,
+        ),  # spelling
+        ("Stocks close 0.39% higher", "Stocks close 2.47% higher", None),  # too little shared to be one subject
+    ],
+)
+def test_value_change(older, newer, expected):
+    assert value_change(older, newer) == expected
+
+
+def test_a_changed_date_is_another_date_for_the_same_event():
+    text = "The game Xenoblade Chronicles 2 was released on {} for the Nintendo Switch."
+    older = Fact(text.format("December 1, 2017"), "s:", verified_at=1)
+    newer = Fact(text.format("May 29, 2020"), "s:", verified_at=2)
+    assert relation(older, newer)[0] == "update"
+    # a year that moves together with another value is a claim about another time
+    assert relation(
+        Fact("In 2022 the company earned 5 billion dollars in revenue.", "s:", verified_at=1),
+        Fact("In 2023 the company earned 7 billion dollars in revenue.", "s:", verified_at=2),
+    ) == ("distinct", "different years: claims about different times")
