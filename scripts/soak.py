@@ -180,7 +180,6 @@ def verify(home: str, logs: list[dict[str, Any]]) -> dict[str, Any]:
     """Lost rows, integrity_check and kb check after every process has stopped."""
     from deepresearch.db import connect
     from deepresearch.kb.check import check
-    from deepresearch.kb.store import KnowledgeBase
     from deepresearch.workspace import Workspace
 
     conn = connect(Path(home) / "deepresearch.db")
@@ -190,7 +189,7 @@ def verify(home: str, logs: list[dict[str, Any]]) -> dict[str, Any]:
     integrity = conn.execute("pragma integrity_check").fetchone()[0]
     conn.close()
     ws = Workspace.open(home)
-    problems = check(KnowledgeBase(ws.db, None, ws.config.kb))
+    problems = check(ws.db)
     ws.close()
     cli = subprocess.run(
         [sys.executable, "-m", "deepresearch", "--home", home, "kb", "check"],

@@ -27,6 +27,8 @@ def check(conn: Any) -> list[str]:
     try:
         damage = [str(r[0]) for r in conn.execute("pragma quick_check").fetchall() if str(r[0]) != "ok"]
     except Exception as exc:  # a page too damaged to read at all
+        if type(exc).__name__ not in ("DatabaseError", "OperationalError"):
+            raise
         damage = [str(exc)]
     if damage:
         problems.append(
