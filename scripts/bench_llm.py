@@ -13,6 +13,10 @@ HotpotQA paragraph, topic = its question). Modes, interleaved per repeat, median
   among the top tokens only when the grammar rejects it).
 Generation cost is per generated token with the prompt already in the KV cache, so the
 ratio to free generation is the price of the constraint. Target: lazy ≤ 1.5× free.
+
+Portable vs native llama.cpp (issue 15): `--builds native=python3 portable=/tmp/venv/bin/python`
+runs the prompt and free-generation timings once per round in each interpreter (each with its own
+llama-cpp-python build), rounds interleaved, and prints medians and each build's ratio to the first.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +53,9 @@ def _messages(hotpotqa: Path | None) -> list[dict[str, str]]:
     return EXTRACT_FACTS.messages(topic=topic, text=text, max_facts=5)
 
 
-def bench_model(name: str, messages: list[dict[str, str]], tokens: int, repeats: int, threads: int | None) -> dict:
+def bench_model(
+    name: str, messages: list[dict[str, str]], tokens: int, repeats: int, threads: int | None, grammar: bool = True
+) -> dict:
     """Median figures for one model."""
     from deepresearch.models.llama_backend import LlamaCppModel
 
@@ -64,7 +72,7 @@ def bench_model(name: str, messages: list[dict[str, str]], tokens: int, repeats:
         prompt_tokens = out.prompt_tokens
         samples["prompt"].append(out.prompt_tokens / out.seconds)
         # Prompt now cached: the calls below time generation (plus one prompt token).
-        for mode in ("free", "stock", "lazy"):
+        for mode in ("free", "stock", "lazy") if grammar else ("free",):
             llama.lazy_grammar = mode != "stock"
             out = model.complete(
                 messages, schema=None if mode == "free" else schema, max_tokens=tokens, temperature=0.0
@@ -73,7 +81,7 @@ def bench_model(name: str, messages: list[dict[str, str]], tokens: int, repeats:
             if mode == "lazy":
                 grammar_counts = out.extra.get("grammar_tokens", {})
     llama.lazy_grammar = True
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    med = {k: statistics.median(v) if v else float("nan") for k, v in samples.items()}
     return {
         "model": name,
         "n_vocab": llama.n_vocab(),
@@ -87,7 +95,46 @@ def bench_model(name: str, messages: list[dict[str, str]], tokens: int, repeats:
         "stock_vs_free": med["stock"] / med["free"],
         "lazy_vs_free": med["lazy"] / med["free"],
         "lazy_grammar_tokens": grammar_counts,
+        "llama_build": llama_build(),
     }
+
+
+def llama_build() -> str:
+    """How the imported llama-cpp-python was built (the doctor's llama-build line)."""
+    from deepresearch.doctor import describe_llama_build
+
+    detail, warning = describe_llama_build()
+    return detail + (f" (warning: {warning})" if warning else "")
+
+
+def compare_builds(builds: list[str], args: argparse.Namespace) -> None:
+    """Run the benchmark in each LABEL=PYTHON interpreter, rounds interleaved; print medians and ratios."""
+    pairs = [b.split("=", 1) for b in builds]
+    runs: dict[str, list[dict]] = {label: [] for label, _ in pairs}
+    described: dict[str, str] = {}
+    for _ in range(args.repeats):
+        for label, python in pairs:
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                cmd = [python, __file__, "--models", args.models[0], "--tokens", str(args.tokens), "--repeats", "1"]
+                cmd += ["--json", out.name, "--no-grammar"] + (["--threads", str(args.threads)] if args.threads else [])
+                cmd += ["--hotpotqa", str(args.hotpotqa)] if args.hotpotqa else []
+                subprocess.run(cmd, check=True, capture_output=True)
+                row = json.loads(Path(out.name).read_text())[0]
+            runs[label].append(row)
+            described[label] = row["llama_build"]
+    keys = ("prompt_tok_s", "free_tok_s")
+    med = {label: {k: statistics.median(r[k] for r in rows) for k in keys} for label, rows in runs.items()}
+    base = pairs[0][0]
+    print(f"model {args.models[0]}, {args.repeats} interleaved rounds, medians; ratio = build ÷ {base}")
+    print("| build | prompt tok/s | generation tok/s | prompt ratio | generation ratio |")
+    print("|---|---|---|---|---|")
+    for label, m in med.items():
+        print(
+            f"| {label} | {m['prompt_tok_s']:.1f} | {m['free_tok_s']:.1f} | "
+            f"{m['prompt_tok_s'] / med[base]['prompt_tok_s']:.3f} | {m['free_tok_s'] / med[base]['free_tok_s']:.3f} |"
+        )
+    for label, text in described.items():
+        print(f"{label}: {text}")
 
 
 def main() -> None:
@@ -99,9 +146,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: llm.n_threads rule)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--no-grammar", action="store_true", help="time prompt and free generation only")
+    parser.add_argument("--builds", nargs="+", metavar="LABEL=PYTHON", help="compare llama.cpp builds (see above)")
     args = parser.parse_args()
+    if args.builds:
+        compare_builds(args.builds, args)
+        return
     messages = _messages(args.hotpotqa)
-    rows = [bench_model(name, messages, args.tokens, args.repeats, args.threads) for name in args.models]
+    rows = [
+        bench_model(name, messages, args.tokens, args.repeats, args.threads, not args.no_grammar)
+        for name in args.models
+    ]
     cols = [
         ("model", "model"),
         ("vocab", "n_vocab"),

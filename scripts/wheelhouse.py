@@ -60,6 +60,7 @@ def record(wheel: Path, build: dict) -> None:
             lines = [ln for ln in src.read(record_name).decode().splitlines() if ln and not ln.startswith(entry + ",")]
             lines.append(f"{entry},sha256={digest},{len(payload)}")
             dst.writestr(src.getinfo(record_name), "\n".join(lines) + "\n", zipfile.ZIP_DEFLATED)
+    shutil.copymode(wheel, tmp)  # mkstemp made it 0600
     shutil.move(str(tmp), wheel)
 
 
