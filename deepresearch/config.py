@@ -143,6 +143,11 @@ class KBConfig(_Section):
     ram_index_min_facts: int = Field(
         20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."
     )
+    bit_index_min_facts: int = Field(
+        300000,
+        ge=0,
+        description="From this many facts on, the in-RAM copy holds sign bits, re-ranked exactly from float32.",
+    )
 
     @field_validator("lifecycle_mode", mode="before")
     @classmethod

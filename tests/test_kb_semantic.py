@@ -69,3 +69,61 @@ def test_lifecycle_hides_stale_chip_facts_but_inform_shows_them(kb):
     assert not any(h.fact in CHIPS for h in kb.query("GPU shipments", mode="lifecycle", now=later).hits)
     inform = kb.query("GPU shipments", mode="inform", top_k=3, now=later).hits
     assert {h.fact for h in inform} == set(CHIPS) and {h.confidence for h in inform} == {0.7}
+
+
+@pytest.fixture(scope="module")
+def docs_kb(tmp_path_factory, real_embedder):
+    """~300 real sentences (the project's own docs and docstrings) in five categories at mixed ages."""
+    import re
+    from pathlib import Path
+
+    from deepresearch.facts import CATEGORIES
+
+    root = Path(__file__).resolve().parents[1]
+    texts: dict[str, None] = {}
+    for path in (
+        sorted(root.glob("*.md")) + sorted(root.glob("docs/**/*.md")) + sorted(root.glob("deepresearch/**/*.py"))
+    ):
+        for part in re.split(r"(?<=[.!?])\s+|\n\s*\n|\n\s*[-#*]", path.read_text(encoding="utf-8")):
+            sentence = " ".join(part.replace("#", "").split())
+            if 40 <= len(sentence) <= 300 and not any(c in sentence for c in "|=("):
+                texts.setdefault(sentence)
+    chosen = list(texts)[:300]
+    conn = connect(tmp_path_factory.mktemp("bits") / "kb.db")
+    store = KnowledgeBase(conn, real_embedder, KBConfig(ram_index_min_facts=0, bit_index_min_facts=0))
+    facts = [
+        Fact(
+            t,
+            f"https://docs.example/{i}",
+            category=CATEGORIES[i % 5],
+            created_at=NOW - (i % 37) * 5 * DAY,
+        )
+        for i, t in enumerate(chosen)
+    ]
+    store.add_facts(facts, now=NOW, merge=False)
+    yield store
+    conn.close()
+
+
+@pytest.mark.parametrize("mode", ["off", "lifecycle"])
+def test_bit_index_and_exact_search_agree_on_real_vectors(docs_kb, real_embedder, mode):
+    from deepresearch.kb import lifecycle
+    from deepresearch.kb.index import BitIndex, Filter, search_vec0
+
+    assert docs_kb.conn.execute("select count(*) from facts").fetchone()[0] >= 250
+    flt = Filter(lifecycle.visibility(mode, docs_kb.config), NOW, 0.0, docs_kb.config)
+    tight = BitIndex(rerank=2)  # 20 candidates of ~80 per category: the bits must rank well
+    tight.refresh(docs_kb.conn)
+    overlaps = []
+    for query in ("how fast is recall at a hundred thousand facts", "expired facts and the sweep", "cache files"):
+        vector = real_embedder.embed(query)
+        exact = search_vec0(docs_kb.conn, vector, flt, 10)
+        assert len(exact) == 10
+        via_kb = docs_kb.query(query, top_k=10, mode=mode, now=NOW)  # bit_index_min_facts=0: the bit index
+        assert docs_kb.bits.loaded and not docs_kb.ram.rids.size
+        assert [h.id for h in via_kb.hits] == [
+            docs_kb.conn.execute("select id from facts where rid = ?", (rid,)).fetchone()[0] for rid, _ in exact
+        ]
+        assert [round(h.relevance, 5) for h in via_kb.hits] == [round(score, 5) for _, score in exact]
+        overlaps.append(len({r for r, _ in tight.search(docs_kb.conn, vector, flt, 10)} & {r for r, _ in exact}))
+    assert sum(overlaps) / len(overlaps) >= 8, overlaps  # sign bits alone must rank close to exact

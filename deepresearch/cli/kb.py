@@ -163,6 +163,7 @@ def query(
     from deepresearch.kb.lifecycle import age_tag
 
     with _kb(ctx) as kb:
+        kb.one_shot = True  # one query per process: a direct KNN beats loading a RAM index
         recall = kb.query(
             text,
             top_k=top_k,

@@ -282,3 +282,158 @@ class RamIndex:
             top = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
             found.extend((int(self.rids[start + i]), float(scores[i])) for i in top if ok[i])
         return found
+
+
+def _hamming(bits: np.ndarray, query_bits: np.ndarray) -> np.ndarray:
+    """Bit differences between every row of `bits` and `query_bits` (both packed uint8)."""
+    return np.bitwise_count(np.bitwise_xor(bits, query_bits)).sum(axis=1, dtype=np.int32)
+
+
+class BitIndex:
+    """One sign bit per dimension in RAM (48 bytes a fact at 384-d), for KBs too big for the float matrix.
+
+    Same layout and lifecycle masks as RamIndex (category blocks sorted by `verified_at`);
+    the Hamming distance picks `rerank` × k candidates per slice, which are then re-ranked
+    exactly by cosine on their float32 vectors read from vec0 by rowid. Measured on real
+    MiniLM vectors (docs/BENCHMARKS.md, /work/shared/DEPENDENCIES.md): ×20 candidates keeps
+    recall@10 ≈ 0.98 against exact search, at 1/32 of the float matrix's memory. Loading
+    streams vec0's chunks one at a time, so the float vectors are never all in RAM at once.
+    """
+
+    def __init__(self, rerank: int = 20) -> None:
+        self.rerank = rerank
+        self.generation: tuple[str | None, str | None] = (None, None)
+        self.rids = np.zeros(0, dtype=np.int64)
+        self.bits = np.zeros((0, 0), dtype=np.uint8)
+        self.category = np.zeros(0, dtype=np.int8)
+        self.status_code = np.zeros(0, dtype=np.int8)
+        self.verified = np.zeros(0, dtype=np.float64)
+        self.confidence = np.zeros(0, dtype=np.float32)
+        self.blocks: dict[str, tuple[int, int]] = {}
+
+    @property
+    def loaded(self) -> bool:
+        """True once the index was built in this process."""
+        return self.generation != (None, None)
+
+    def refresh(self, conn: Any) -> None:
+        """Rebuild from the database if any KB write happened since the last build."""
+        generation = (get_meta(conn, GENERATION_KEY), get_meta(conn, VECTORS_KEY))
+        if generation == self.generation:
+            return
+        own = not conn.in_transaction
+        if own:
+            conn.execute("begin")  # vectors and lifecycle columns from one snapshot
+        try:
+            rids, bits = _read_bits(conn)
+            meta = conn.execute("select rid, category, status, verified_at, confidence from facts order by rid")
+            self._layout(rids, bits, meta.fetchall())
+        finally:
+            if own:
+                conn.execute("commit")
+        self.generation = generation
+
+    def _layout(self, rids: np.ndarray, bits: np.ndarray, meta: list[tuple]) -> None:
+        index = {c: i for i, c in enumerate(CATEGORIES)}
+        status_index = {s: i for i, s in enumerate(STATUSES)}
+        meta_rids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))
+        pos = np.searchsorted(meta_rids, rids)
+        pos = np.minimum(pos, max(0, meta_rids.size - 1))
+        found = meta_rids[pos] == rids if meta_rids.size else np.zeros(rids.size, dtype=bool)
+        rids, bits, pos = rids[found], bits[found], pos[found]  # vectors of purged facts are dropped
+        category = np.fromiter((index.get(r[1], -1) for r in meta), dtype=np.int8, count=len(meta))[pos]
+        status = np.fromiter((status_index.get(r[2], -1) for r in meta), dtype=np.int8, count=len(meta))[pos]
+        verified = np.fromiter((r[3] for r in meta), dtype=np.float64, count=len(meta))[pos]
+        confidence = np.fromiter((r[4] for r in meta), dtype=np.float32, count=len(meta))[pos]
+        order = np.lexsort((verified, category))
+        self.rids, self.bits = rids[order], bits[order]
+        self.category, self.status_code = category[order], status[order]
+        self.verified, self.confidence = verified[order], confidence[order]
+        bounds = np.searchsorted(self.category, np.arange(len(CATEGORIES) + 1))
+        self.blocks = {c: (int(bounds[i]), int(bounds[i + 1])) for i, c in enumerate(CATEGORIES)}
+
+    def search(self, conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
+        """Top-k (rid, exact cosine) among eligible rows: Hamming candidates, then an exact re-rank."""
+        query = np.asarray(query, dtype=np.float32)
+        query_bits = np.packbits(query > 0)
+        wanted = np.array([STATUSES.index(s) for s in flt.visibility.statuses], dtype=np.int8)
+        candidates: list[np.ndarray] = []
+        distances: list[np.ndarray] = []
+        for category, cutoff in flt.visibility.cutoffs(flt.now).items():
+            start, end = self.blocks.get(category, (0, 0))
+            if cutoff is not None:
+                start += int(np.searchsorted(self.verified[start:end], cutoff, side="left"))
+            if start >= end:
+                continue
+            conf = self.confidence[start:end]
+            ok = np.isin(self.status_code[start:end], wanted) & (conf >= flt.min_confidence)
+            if flt.visibility.decay and flt.min_confidence > 0:
+                factor = flt.decay_factor(category, (flt.now - self.verified[start:end]) / 86400.0)
+                ok &= conf * factor >= flt.min_confidence
+            eligible = np.flatnonzero(ok)
+            if not eligible.size:
+                continue
+            distance = _hamming(self.bits[start:end][eligible], query_bits)
+            take = min(eligible.size, self.rerank * k)
+            best = np.argpartition(distance, take - 1)[:take] if eligible.size > take else np.arange(eligible.size)
+            candidates.append(self.rids[start + eligible[best]])
+            distances.append(distance[best])
+        if not candidates:
+            return []
+        # one re-rank budget for the whole query, not per category: each exact score is a
+        # vec0 point read (≈0.1–0.2 ms), the dominant cost
+        all_rids, all_distances = np.concatenate(candidates), np.concatenate(distances)
+        take = min(all_rids.size, self.rerank * k)
+        rids = all_rids[np.argsort(all_distances, kind="stable")[:take]].tolist()
+        found = [(rid, score) for rid, score in exact_cosines(conn, rids, query)]
+        found.sort(key=lambda item: (-item[1], item[0]))
+        return found[:k]
+
+
+STATUSES = ("active", "expired", "superseded")
+
+
+def exact_cosines(conn: Any, rids: list[int], query: np.ndarray) -> list[tuple[int, float]]:
+    """(rid, cosine to `query`) from the stored float32 vectors of `rids`."""
+    out = []
+    qnorm = float(np.linalg.norm(query)) or 1.0
+    for rid in rids:
+        row = conn.execute("select embedding from fact_vec where rowid = ?", (rid,)).fetchone()
+        if row is None:
+            continue  # purged since the index was built
+        vector = np.frombuffer(row[0], dtype=np.float32)
+        out.append((int(rid), float(vector @ query) / ((float(np.linalg.norm(vector)) or 1.0) * qnorm)))
+    return out
+
+
+def _read_bits(conn: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Every (rowid, packed sign bits) of fact_vec, one vec0 chunk in memory at a time."""
+    dim = vec_dimension(conn) or 0
+    rid_parts, bit_parts = [], []
+    try:
+        chunks = conn.execute("select chunk_id, size, validity, rowids from fact_vec_chunks").fetchall()
+        for chunk_id, size, validity, rowids in chunks:
+            blob = conn.execute("select vectors from fact_vec_vector_chunks00 where rowid = ?", (chunk_id,))
+            vectors = np.frombuffer(blob.fetchone()[0], dtype=np.float32).reshape(size, dim)
+            valid = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:size].astype(bool)
+            rid_parts.append(np.frombuffer(rowids, dtype=np.int64)[:size][valid])
+            bit_parts.append(np.packbits(vectors[valid] > 0, axis=1))
+        count = conn.execute("select count(*) from fact_vec_rowids").fetchone()[0]
+        if sum(p.size for p in rid_parts) == count:
+            return _sorted(rid_parts, bit_parts, dim)
+        log.warning("unexpected sqlite-vec chunk layout; reading vectors row by row")
+    except Exception as exc:  # another sqlite-vec layout: read through the virtual table
+        log.warning("cannot read sqlite-vec chunks (%s); reading vectors row by row", exc)
+    rid_parts, bit_parts = [], []
+    for rid, blob in conn.execute("select rowid, embedding from fact_vec"):
+        rid_parts.append(np.array([rid], dtype=np.int64))
+        bit_parts.append(np.packbits(np.frombuffer(blob, dtype=np.float32) > 0)[None, :])
+    return _sorted(rid_parts, bit_parts, dim)
+
+
+def _sorted(rid_parts: list[np.ndarray], bit_parts: list[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    if not rid_parts:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, (dim + 7) // 8), dtype=np.uint8)
+    rids, bits = np.concatenate(rid_parts), np.concatenate(bit_parts)
+    order = np.argsort(rids)
+    return rids[order], bits[order]

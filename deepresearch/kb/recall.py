@@ -11,7 +11,7 @@ import numpy as np
 from deepresearch.facts import Hit
 from deepresearch.kb import lifecycle
 from deepresearch.kb.fts import search_fts
-from deepresearch.kb.index import Filter, RamIndex, search_vec0, vec_dimension
+from deepresearch.kb.index import BitIndex, Filter, RamIndex, search_vec0, vec_dimension
 from deepresearch.kb.records import Recall
 from deepresearch.kb.rows import select_facts
 from deepresearch.kb.vectors import backfill
@@ -37,11 +37,14 @@ def recall(
     category: str | None = None,
     now: float | None = None,
     include_expired: bool = False,
+    bits: BitIndex | None = None,
+    one_shot: bool = False,
 ) -> Recall:
     """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
     `vectors` is (checked embedder, None) or (None, why not). Relevance is the cosine
-    similarity; on the degraded path it is BM25 mapped to 0..1.
+    similarity; on the degraded path it is BM25 mapped to 0..1. `one_shot` (a process that
+    answers one query, e.g. the CLI) searches vec0 directly instead of loading a RAM index.
     """
     now = time.time() if now is None else now
     k = top_k or config.top_k
@@ -53,7 +56,8 @@ def recall(
         backfill(conn, embedder)
         # an unclaimed (empty) vector table may still have the migration's default dimension
         empty = vec_dimension(conn) != embedder.dimension
-        found = [] if empty else search_vectors(conn, config, ram, embedder.embed(text), flt, k)
+        vector = embedder.embed(text)
+        found = [] if empty else search_vectors(conn, config, ram, vector, flt, k, bits=bits, one_shot=one_shot)
     else:
         log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
         found = search_fts(conn, text, flt, k)
@@ -67,15 +71,35 @@ def recall(
 
 
 def search_vectors(
-    conn: Any, config: KBConfig, ram: RamIndex, vector: np.ndarray, flt: Filter, k: int
+    conn: Any,
+    config: KBConfig,
+    ram: RamIndex,
+    vector: np.ndarray,
+    flt: Filter,
+    k: int,
+    *,
+    bits: BitIndex | None = None,
+    one_shot: bool = False,
 ) -> list[tuple[int, float]]:
-    """Top-k (rid, cosine) through the RAM index for big KBs, sqlite-vec KNN for small ones."""
+    """Top-k (rid, cosine): sqlite-vec KNN for small KBs and one-shot processes, else a RAM index.
+
+    Big KBs in a long-running process use the float matrix (exact) or, from
+    `bit_index_min_facts` on, the sign-bit index with an exact re-rank. A one-shot process
+    never loads either: one vec0 KNN costs less than building the index (docs/BENCHMARKS.md).
+    """
     # max(rid) is O(1) and close enough to the row count to pick an engine
     count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
-    if count >= config.ram_index_min_facts:
-        ram.refresh(conn)
-        return ram.search(vector, flt, k)
-    return search_vec0(conn, vector, flt, k)
+    if count < config.ram_index_min_facts:
+        return search_vec0(conn, vector, flt, k)
+    if bits is not None and count >= config.bit_index_min_facts:
+        if one_shot and not bits.loaded:
+            return search_vec0(conn, vector, flt, k)
+        bits.refresh(conn)
+        return bits.search(conn, vector, flt, k)
+    if one_shot and ram.generation == (None, None):
+        return search_vec0(conn, vector, flt, k)
+    ram.refresh(conn)
+    return ram.search(vector, flt, k)
 
 
 def hits(conn: Any, config: KBConfig, found: list[tuple[int, float]], flt: Filter) -> list[Hit]:

@@ -23,7 +23,7 @@ from deepresearch.facts import Fact
 from deepresearch.kb import analytics, rows, vectors, write
 from deepresearch.kb.check import check
 from deepresearch.kb.compress import compress
-from deepresearch.kb.index import RamIndex
+from deepresearch.kb.index import BitIndex, RamIndex
 from deepresearch.kb.recall import recall
 from deepresearch.kb.records import AddResult, CompressResult, Conflict, HistoryEvent, Recall
 from deepresearch.kb.sweep import SweepResult, sweep
@@ -49,6 +49,9 @@ class KnowledgeBase:
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
         self.ram = RamIndex()
+        self.bits = BitIndex()  # recall's index from kb.bit_index_min_facts on
+        # True in a process that answers one query (the CLI): search vec0, load no RAM index
+        self.one_shot = False
         # the chat model that proposes fusions on write (None → the mechanical merge)
         self.merge_model: ChatModel | None = None
 
@@ -194,6 +197,8 @@ class KnowledgeBase:
             category=category,
             now=now,
             include_expired=include_expired,
+            bits=self.bits,
+            one_shot=self.one_shot,
         )
         if found.hits:
             for c in self.conflicts([h.id for h in found.hits]):
