@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "deepresearch.errors",
         "deepresearch.migrations",
         "deepresearch.text",
+        "deepresearch.grounding",
         "deepresearch.deadline",
     ),
 ]
