@@ -8,6 +8,7 @@ once, when their passage first arrives, so re-ranking after each loop is cheap.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,47 @@ def sentence_relevance(sentence: list, is_hop: bool) -> float:
     """How well one indexed sentence answers: similarity to the question, or to its hop query."""
     _, to_question, to_query = sentence
     return max(float(to_question), HOP_SIMILARITY_WEIGHT * float(to_query) if is_hop else 0.0)
+
+
+def key_weights(state: ResearchState) -> dict[str, float]:
+    """Stem → weight of the question's key words: rarer among the run's sentences = more telling
+    (every passage on SQLite says "SQLite"; few say "readers")."""
+    from deepresearch.research.queries import stems, topic_words
+
+    key = stems(" ".join(topic_words(state.topic)))
+    sentences = [stems(x[0]) for s in state.sources for x in s.sentences]
+    return {w: math.log(1 + len(sentences) / (1 + sum(w in x for x in sentences))) for w in key}
+
+
+def sentence_score(state: ResearchState, source: Source, sentence: list, weights: dict[str, float]) -> float:
+    """How well one indexed sentence answers the question: meaning (similarity to the question or
+    its hop query) plus wording (the weighted share of the question's key words it states)."""
+    from deepresearch.research.queries import stems
+
+    total = sum(weights.values())
+    lexical = sum(w for k, w in weights.items() if k in stems(sentence[0])) / total if total else 0.0
+    return sentence_relevance(sentence, source.query != state.topic) + lexical
+
+
+def best_sentences(state: ResearchState, passages: list[str], n: int) -> list[tuple[str, str]]:
+    """(sentence, sid) of the `n` best sentences across the passages, at most two from one passage."""
+    by_sid = state.source_by_sid()
+    weights = key_weights(state)
+    scored = sorted(
+        (
+            (sentence_score(state, by_sid[sid], x, weights), x[0], sid)
+            for sid in passages
+            for x in by_sid[sid].sentences
+        ),
+        key=lambda item: -item[0],
+    )
+    out: list[tuple[str, str]] = []
+    for _, sentence, sid in scored:
+        if sum(1 for _, s in out if s == sid) < 2 and sentence not in {t for t, _ in out}:
+            out.append((sentence, sid))
+        if len(out) == n:
+            break
+    return out
 
 
 def ranked_pool(state: ResearchState) -> list[tuple[str, float]]:

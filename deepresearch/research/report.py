@@ -14,7 +14,7 @@ from deepresearch.research import answer as answers
 from deepresearch.research import prompts
 from deepresearch.research.citations import Citations
 from deepresearch.research.deps import Deps
-from deepresearch.research.evidence import cited_passages, sentence_relevance
+from deepresearch.research.evidence import best_sentences, cited_passages, key_weights, sentence_score
 from deepresearch.research.model_io import acceptance, ask
 from deepresearch.research.state import ResearchState, Source
 from deepresearch.research.steps import best_answer
@@ -25,7 +25,8 @@ SUPPORTING_SENTENCES = 2
 
 
 def _best_sentence(state: ResearchState, source: Source) -> str:
-    ranked = sorted(source.sentences, key=lambda x: -sentence_relevance(x, source.query != state.topic))
+    weights = key_weights(state)
+    ranked = sorted(source.sentences, key=lambda x: -sentence_score(state, source, x, weights))
     return ranked[0][0] if ranked else truncate(source.text, 300)
 
 
@@ -87,8 +88,11 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
     elif found:
         lines.append(f"**{found['text']}** — {found['sentence']} {mark(found['sid'])}")
     rest = [sid for sid in passages if sid not in found.get("support", [])]
-    for sid in rest[: SUPPORTING_SENTENCES + (0 if found else 1)]:
-        lines.append(f"{_best_sentence(state, by_sid[sid])} {mark(sid)}")
+    shown = {found.get("sentence")}
+    for sentence, sid in best_sentences(state, rest or passages, SUPPORTING_SENTENCES + 2):
+        if sentence not in shown and len(lines) < SUPPORTING_SENTENCES + 1:
+            shown.add(sentence)
+            lines.append(f"{sentence} {mark(sid)}")
     answer = " ".join(lines) or "No evidence was found for this question."
     parts = [f"# {state.topic}", "", "## Answer", "", answer, ""]
     conflicts = _conflict_notes(state, deps, [f["id"] for f in state.facts if f.get("id")] + [k.id for k in known])
