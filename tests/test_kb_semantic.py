@@ -124,6 +124,6 @@ def test_bit_index_and_exact_search_agree_on_real_vectors(docs_kb, real_embedder
         assert [h.id for h in via_kb.hits] == [
             docs_kb.conn.execute("select id from facts where rid = ?", (rid,)).fetchone()[0] for rid, _ in exact
         ]
-        assert [round(h.relevance, 5) for h in via_kb.hits] == [round(score, 5) for _, score in exact]
+        assert [h.relevance for h in via_kb.hits] == pytest.approx([score for _, score in exact], abs=1e-5)
         overlaps.append(len({r for r, _ in tight.search(docs_kb.conn, vector, flt, 10)} & {r for r, _ in exact}))
     assert sum(overlaps) / len(overlaps) >= 8, overlaps  # sign bits alone must rank close to exact

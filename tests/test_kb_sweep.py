@@ -40,7 +40,7 @@ def _seed(kb: KnowledgeBase) -> dict[str, str]:
                 category="market_data",
                 created_at=NOW - age * DAY,
             )
-            ids[f"{label}{i}"] = kb.add_facts([fact], now=NOW - age * DAY).added[0]
+            ids[f"{label}{i}"] = kb.add_facts([fact], now=NOW - age * DAY, merge=False).added[0]
     ids["historic"] = kb.add_facts(
         [
             Fact(
@@ -122,7 +122,7 @@ def test_sweep_while_another_process_inserts(kb, tmp_path):
         )
         for i in range(400)
     ]
-    assert len(kb.add_facts(old, now=month_ago).added) == 400
+    assert len(kb.add_facts(old, now=month_ago, merge=False).added) == 400
     db = str(tmp_path / "kb.db")
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER.format(root=str(ROOT), db=db, n=300)],

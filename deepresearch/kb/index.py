@@ -115,6 +115,28 @@ def _passing(rows: list[tuple], category: str, flt: Filter) -> list[tuple[int, f
     return [(int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence]
 
 
+def eligible_slices(index: Any, status_ok: np.ndarray, flt: Filter) -> list[tuple[int, int, np.ndarray]]:
+    """(start, end, eligible mask) per category block of a RAM/bit index laid out by category and verified_at.
+
+    The age limit is a suffix of each block (binary search); status and the (decayed)
+    confidence floor are masks on it. Empty slices are left out.
+    """
+    out = []
+    for category, cutoff in flt.visibility.cutoffs(flt.now).items():
+        start, end = index.blocks.get(category, (0, 0))
+        if cutoff is not None:
+            start += int(np.searchsorted(index.verified[start:end], cutoff, side="left"))
+        if start >= end:
+            continue
+        conf = index.confidence[start:end]
+        ok = status_ok[start:end] & (conf >= flt.min_confidence)
+        if flt.visibility.decay and flt.min_confidence > 0:
+            factor = flt.decay_factor(category, (flt.now - index.verified[start:end]) / 86400.0)
+            ok &= conf * factor >= flt.min_confidence
+        out.append((start, end, ok))
+    return out
+
+
 _BLAS: Any = None
 
 
@@ -268,16 +290,7 @@ class RamIndex:
 
     def _search_slices(self, query: np.ndarray, flt: Filter, k: int, status_ok: np.ndarray) -> list[tuple[int, float]]:
         found: list[tuple[int, float]] = []
-        for category, cutoff in flt.visibility.cutoffs(flt.now).items():
-            start, end = self.blocks.get(category, (0, 0))
-            if cutoff is not None:
-                start += int(np.searchsorted(self.verified[start:end], cutoff, side="left"))
-            if start >= end:
-                continue
-            ok = status_ok[start:end] & (self.confidence[start:end] >= flt.min_confidence)
-            if flt.visibility.decay and flt.min_confidence > 0:
-                factor = flt.decay_factor(category, (flt.now - self.verified[start:end]) / 86400.0)
-                ok &= self.confidence[start:end] * factor >= flt.min_confidence
+        for start, end, ok in eligible_slices(self, status_ok, flt):
             scores = np.where(ok, self.matrix[start:end] @ query, -np.inf)
             top = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
             found.extend((int(self.rids[start + i]), float(scores[i])) for i in top if ok[i])
@@ -308,7 +321,7 @@ class BitIndex:
         self.category = np.zeros(0, dtype=np.int8)
         self.status_code = np.zeros(0, dtype=np.int8)
         self.verified = np.zeros(0, dtype=np.float64)
-        self.confidence = np.zeros(0, dtype=np.float32)
+        self.confidence = np.zeros(0, dtype=np.float64)
         self.blocks: dict[str, tuple[int, int]] = {}
 
     @property
@@ -344,7 +357,7 @@ class BitIndex:
         category = np.fromiter((index.get(r[1], -1) for r in meta), dtype=np.int8, count=len(meta))[pos]
         status = np.fromiter((status_index.get(r[2], -1) for r in meta), dtype=np.int8, count=len(meta))[pos]
         verified = np.fromiter((r[3] for r in meta), dtype=np.float64, count=len(meta))[pos]
-        confidence = np.fromiter((r[4] for r in meta), dtype=np.float32, count=len(meta))[pos]
+        confidence = np.fromiter((r[4] for r in meta), dtype=np.float64, count=len(meta))[pos]
         order = np.lexsort((verified, category))
         self.rids, self.bits = rids[order], bits[order]
         self.category, self.status_code = category[order], status[order]
@@ -359,17 +372,7 @@ class BitIndex:
         wanted = np.array([STATUSES.index(s) for s in flt.visibility.statuses], dtype=np.int8)
         candidates: list[np.ndarray] = []
         distances: list[np.ndarray] = []
-        for category, cutoff in flt.visibility.cutoffs(flt.now).items():
-            start, end = self.blocks.get(category, (0, 0))
-            if cutoff is not None:
-                start += int(np.searchsorted(self.verified[start:end], cutoff, side="left"))
-            if start >= end:
-                continue
-            conf = self.confidence[start:end]
-            ok = np.isin(self.status_code[start:end], wanted) & (conf >= flt.min_confidence)
-            if flt.visibility.decay and flt.min_confidence > 0:
-                factor = flt.decay_factor(category, (flt.now - self.verified[start:end]) / 86400.0)
-                ok &= conf * factor >= flt.min_confidence
+        for start, end, ok in eligible_slices(self, np.isin(self.status_code, wanted), flt):
             eligible = np.flatnonzero(ok)
             if not eligible.size:
                 continue
