@@ -85,7 +85,7 @@ def test_searxng_deadline_bounds_a_dripping_server(drip: DripServer, home: Path,
     seconds = time.monotonic() - started
     assert result.exit_code == 1 and result.stderr.startswith("Error: SearXNG at "), result.output
     assert "no answer within 1s" in result.stderr
-    assert seconds < 4.0, seconds  # 1 s deadline plus start-up on a loaded machine; the drip lasts ~12 s
+    assert seconds < 8.0, seconds  # 1 s deadline plus start-up on a loaded machine; the drip alone lasts ~12 s
 
 
 def test_openai_deadline_bounds_a_dripping_server(drip: DripServer, home: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -101,7 +101,7 @@ def test_openai_deadline_bounds_a_dripping_server(drip: DripServer, home: Path, 
     result = runner.invoke(app, ["--home", str(home), "ask", "hello"])
     seconds = time.monotonic() - started
     assert result.exit_code == 1 and "failed after 2 attempts (no answer within 1 s" in result.stderr, result.output
-    assert seconds < 6.0, seconds  # two attempts of at most 1 s each, plus start-up; the drip lasts ~12 s
+    assert seconds < 10.0, seconds  # two attempts of at most 1 s each, plus start-up; without a deadline ~24 s
 
 
 class BodyServer:
