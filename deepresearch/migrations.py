@@ -225,6 +225,16 @@ MIGRATIONS: list[Migration] = [
         create index research_cache_facts_fact on research_cache_facts (fact_id);
         """,
     ),
+    # Runs no longer keep the planning prompt (issue 13): forget the copies older runs saved.
+    Migration(
+        "m302_runs_forget_prompts",
+        """
+        update research_runs
+        set state_json = case when json_valid(state_json)
+                              then json_remove(state_json, '$.planning_prompt') else state_json end
+        where state_json like '%"planning_prompt"%';
+        """,
+    ),
 ]
 
 

@@ -2,8 +2,8 @@
 
 Baseline (same run): topic B on an empty knowledge base. With what A stored, B should issue
 fewer backend searches (queries the fresh KB already answers are not searched again), and
-A's facts must appear in B's planning prompt. The search cache is off in both, so every
-saved search is the KB's doing.
+A's facts must appear in B's planning prompt (rebuilt from the facts the run recalled). The
+search cache is off in both, so every saved search is the KB's doing.
 
     python3 scripts/bench_research.py [--corpus docs/corpus] [--no-llm] [--json]
 """
@@ -42,7 +42,11 @@ def _run(home: Path, topic: str, use_llm: bool) -> dict:
         state = RunStore(ws.db).load_state(result.run_id)
     finally:
         ws.close()
-    prompt = state.planning_prompt
+    # The run keeps what the planner saw (the recalled facts), not the prompt text: rebuild its lines.
+    from deepresearch.kb.lifecycle import age_tag
+    from deepresearch.research.prompts import render_known
+
+    prompt, _ = render_known(state.known, state.options.lifecycle, age_tag)
     return {
         "topic": topic,
         "backend_searches": int(result.counters.get("backend_searches", 0)),

@@ -156,6 +156,45 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
     assert store.get(run.id).status == "done"
 
 
+def test_runs_keep_no_prompt_text_and_old_rows_with_one_still_resume(workspace, fake_embedder):
+    """Issue 13 (5): the full planning prompt was stored in run state; resuming needs only the queries."""
+    import json
+
+    from deepresearch.migrations import apply_migrations
+    from deepresearch.research import prompts
+
+    class Dies(RoutedChatModel):
+        def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+            if "review research" in messages[0]["content"]:
+                raise KeyboardInterrupt
+            return super().complete(messages, schema, max_tokens, temperature)
+
+    deps = make_deps(workspace, fake_embedder, Dies())
+    assert "plan" in deps.model_steps  # the planner was asked, so a prompt existed
+    with pytest.raises(KeyboardInterrupt):
+        run_research(workspace, TOPIC, RunOptions(loops=1), deps=deps)
+    db = workspace.db
+    run_id, state_json = db.execute("select id, state_json from research_runs").fetchone()
+    steps_json = " ".join(r[0] for r in db.execute("select info_json from research_steps"))
+    for stored in (state_json, steps_json):
+        assert "planning_prompt" not in stored and "Research question:" not in stored
+        assert prompts.PLAN_SYSTEM not in stored
+    assert json.loads(state_json)["pending"] or json.loads(state_json)["queries_done"]  # what resume needs
+
+    # A row saved by an older version, prompt included, still loads and resumes ...
+    old = {**json.loads(state_json), "planning_prompt": "Research question: secret plans\n- [K1] a known fact"}
+    db.execute("update research_runs set state_json = ? where id = ?", (json.dumps(old), run_id))
+    assert RunStore(db).load_state(run_id).pending == old["pending"]
+    # ... and the migration forgets the copies older runs saved.
+    db.execute("delete from _migrations where name = 'm302_runs_forget_prompts'")
+    assert apply_migrations(db) == ["m302_runs_forget_prompts"]
+    assert "planning_prompt" not in db.execute("select state_json from research_runs").fetchone()[0]
+    db.execute("update research_runs set state_json = ? where id = ?", (json.dumps(old), run_id))
+    result = run_research(workspace, resume=run_id, deps=make_deps(workspace, fake_embedder))
+    assert result.report and RunStore(db).get(run_id).status == "done"
+    assert "planning_prompt" not in db.execute("select state_json from research_runs").fetchone()[0]
+
+
 def test_runs_list_show_search(workspace, fake_embedder):
     a = run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))
     b = run_research(workspace, "sqlite-vec 向量 search", RunOptions(loops=1), deps=make_deps(workspace, fake_embedder))

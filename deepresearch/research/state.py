@@ -10,6 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+# Keys older versions saved that a run no longer keeps: `planning_prompt` held the whole
+# planning prompt (the question, recalled facts); resuming needs only the planned queries.
+RETIRED_KEYS = ("planning_prompt",)
+
 
 @dataclass
 class RunOptions:
@@ -70,7 +74,6 @@ class ResearchState:
     loop: int = 0
     known: list[Known] = field(default_factory=list)
     recall_note: str | None = None
-    planning_prompt: str = ""
     pending: list[str] = field(default_factory=list)
     queries_done: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
@@ -112,8 +115,8 @@ class ResearchState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ResearchState:
-        """Rebuild a state saved by `to_dict`."""
-        data = dict(data)
+        """Rebuild a state saved by `to_dict` (also by an older version: retired keys are dropped)."""
+        data = {k: v for k, v in data.items() if k not in RETIRED_KEYS}
         data["options"] = RunOptions(**data["options"])
         data["known"] = [Known(**k) for k in data.get("known", [])]
         data["sources"] = [Source(**s) for s in data.get("sources", [])]

@@ -96,7 +96,7 @@ def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
     queries = (grounded + (proposed or []))[:n]
     method = "llm+fallback" if proposed and set(queries) & set(proposed) else "fallback"
     deps.progress("plan", queries=queries, method=method)
-    return {"pending": queries, "planning_prompt": messages[-1]["content"]}
+    return {"pending": queries}
 
 
 def _covered_by_kb(state: ResearchState, deps: Deps, query: str) -> bool:
