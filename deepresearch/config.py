@@ -33,12 +33,18 @@ class OpenAIConfig(_Section):
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible server URL, ending in /v1.")
     model: str = Field("local-model", description="Model name sent in each request.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (may be unset).")
-    timeout: float = Field(120.0, gt=0, description="Seconds to wait for one response.")
+    timeout: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds one request may take, connect to last byte; the whole call, retries and their"
+        " waits included, ends within timeout × (max_retries + 1).",
+    )
     max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (never on 400/401/403).")
     backoff_seconds: float = Field(
         1.0,
         ge=0,
-        description="Delay before the first retry; doubles each retry (max 30 s); Retry-After wins.",
+        description="Delay before the first retry; doubles each retry (max 30 s); a Retry-After header"
+        " (seconds or an HTTP date) wins.",
     )
     schema_mode: Literal["json_schema", "json_object", "none"] = Field(
         "json_schema",
@@ -202,9 +208,16 @@ class CorpusConfig(_Section):
 
 class SearxngConfig(_Section):
     base_url: str = Field("http://127.0.0.1:8888", description="SearXNG instance URL.")
-    timeout: float = Field(10.0, gt=0, description="Seconds to wait for one search.")
+    timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds one search request may take, connect to last byte; with retries and their waits"
+        " the search ends within timeout × (max_retries + 1).",
+    )
     max_retries: int = Field(3, ge=0, description="Retries on rate limits and transient errors.")
-    backoff_seconds: float = Field(1.0, ge=0, description="First retry delay; doubles per retry (Retry-After wins).")
+    backoff_seconds: float = Field(
+        1.0, ge=0, description="First retry delay; doubles per retry (a Retry-After header, seconds or a date, wins)."
+    )
 
 
 class ZimConfig(_Section):

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "deepresearch.text",
         "deepresearch.grounding",
         "deepresearch.deadline",
+        "deepresearch.retry",
     ),
 ]
 

@@ -1,15 +1,15 @@
 """The `openai` chat backend: any server speaking the OpenAI chat-completions format.
 
 llama-server, Ollama (`/v1`), LM Studio and vLLM all do. Transient failures (429, 5xx,
-connection errors, timeouts) are retried with exponential backoff (a `Retry-After` header
-wins); a request the server refuses (400/401/403/404/422) fails at once with a message that
-names the fix, because sending it again cannot succeed. Bodies that are not the expected
-JSON raise `ModelError` instead of leaking a KeyError.
+connection errors, timeouts) are retried by `retry.Retry` (exponential backoff, a `Retry-After`
+header wins, one deadline for the whole call); a request the server refuses
+(400/401/403/404/422) fails at once with a message that names the fix, because sending it
+again cannot succeed. Bodies that are not the expected JSON raise `ModelError` instead of
+leaking a KeyError.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import threading
@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.errors import ModelError
 from deepresearch.models.base import ChatModel, Completion, Message, parse_json
+from deepresearch.retry import GaveUp, Retry, TryAgain, retry_after
 
 if TYPE_CHECKING:
     import httpx
 
     from deepresearch.config import OpenAIConfig
 
-log = logging.getLogger(__name__)
-
-MAX_BACKOFF_SECONDS = 30.0
 _HINTS = {
     400: "the server rejected the request — check llm.openai.model; if it does not support"
     " response_format json_schema, set llm.openai.schema_mode to json_object or none",
@@ -77,61 +75,53 @@ class OpenAIModel(ChatModel):
     def _url(self, path: str) -> str:
         return self.config.base_url.rstrip("/") + path
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        header = response.headers.get("retry-after") if response is not None else None
-        if header:
-            try:
-                return min(max(float(header), 0.0), MAX_BACKOFF_SECONDS)
-            except ValueError:
-                pass  # an HTTP date: fall back to our own schedule
-        return min(self.config.backoff_seconds * (2**attempt), MAX_BACKOFF_SECONDS)
-
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None, retries: int | None = None) -> Any:
-        """Send one request with retries; the decoded JSON body or ModelError."""
+        """Send one request with retries (`retry.Retry`); the decoded JSON body or ModelError."""
         import httpx
 
         from deepresearch import deadline
 
         url = self._url(path)
-        retries = self.config.max_retries if retries is None else retries
-        last = ""
-        for attempt in range(retries + 1):
-            response = None
+        policy = Retry(
+            self.config.max_retries if retries is None else retries,
+            self.config.backoff_seconds,
+            self.config.timeout,
+            sleep=self._sleep,
+        )
+
+        def attempt(seconds: float) -> Any:
             try:
-                # llm.openai.timeout bounds the whole request, not each read (a dripping server cannot stall it).
-                response = deadline.send(
-                    self.client, method, url, self.config.timeout, json=body, headers=self._headers()
-                )
+                # A whole-request deadline, not one per read: a dripping server cannot stall it.
+                response = deadline.send(self.client, method, url, seconds, json=body, headers=self._headers())
             except httpx.TimeoutException:
-                last = f"no answer within {self.config.timeout:g} s (llm.openai.timeout)"
+                raise TryAgain(f"no answer within {self.config.timeout:g} s (llm.openai.timeout)") from None
             except httpx.TransportError as exc:
-                last = f"cannot connect: {exc} — is the server running at llm.openai.base_url?"
+                raise TryAgain(f"cannot connect: {exc} — is the server running at llm.openai.base_url?") from None
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # bad encoding, bad URL: sending again cannot help
                 raise ModelError(
                     f"{url} cannot be used ({type(exc).__name__}: {exc}) — check llm.openai.base_url"
                 ) from None
-            else:
-                if response.status_code < 300:
-                    try:
-                        return response.json()
-                    except (ValueError, RecursionError):
-                        raise ModelError(
-                            f"{url} returned a body that is not JSON ({response.text[:120]!r}) — "
-                            "is llm.openai.base_url an OpenAI-compatible API?"
-                        ) from None
-                detail = _error_detail(response)
-                if not _is_retryable(response.status_code):
-                    hint = _HINTS.get(response.status_code, "check llm.openai settings")
-                    raise ModelError(f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}")
-                last = f"HTTP {response.status_code}: {detail}"
-            if attempt < retries:
-                delay = self._delay(attempt, response)
-                log.warning("%s failed (%s); retry %d/%d in %.1f s", url, last, attempt + 1, retries, delay)
-                self._sleep(delay)
-        raise ModelError(
-            f"{url} failed after {retries + 1} attempts ({last}) — check the server, or raise"
-            " llm.openai.max_retries / llm.openai.timeout"
-        )
+            if response.status_code < 300:
+                try:
+                    return response.json()
+                except (ValueError, RecursionError):
+                    raise ModelError(
+                        f"{url} returned a body that is not JSON ({response.text[:120]!r}) — "
+                        "is llm.openai.base_url an OpenAI-compatible API?"
+                    ) from None
+            detail = _error_detail(response)
+            if not _is_retryable(response.status_code):
+                hint = _HINTS.get(response.status_code, "check llm.openai settings")
+                raise ModelError(f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}")
+            raise TryAgain(f"HTTP {response.status_code}: {detail}", retry_after(response.headers.get("retry-after")))
+
+        try:
+            return policy.call(attempt, url)
+        except GaveUp as exc:
+            raise ModelError(
+                f"{url} failed after {exc.tries} ({exc.describe()}) — check the server, or raise"
+                " llm.openai.max_retries / llm.openai.timeout"
+            ) from None
 
     def complete(
         self,

@@ -1,4 +1,4 @@
-"""SearXNG backend: the instance's JSON API with timeouts, retries and rate-limit backoff.
+"""SearXNG backend: the instance's JSON API with a whole-request deadline and `retry.Retry`.
 
 An empty answer is an empty list (the caller says "no results"); a network failure after
 the retries is a `SearchError` naming the fix, never a traceback.
@@ -12,19 +12,12 @@ import time
 from typing import Any, Callable
 
 from deepresearch.errors import SearchError
+from deepresearch.retry import GaveUp, Retry, TryAgain, retry_after
 from deepresearch.search.base import SearchBackend, SearchResult
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
-MAX_RETRY_AFTER_S = 30.0
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:  # an HTTP date: fall back to our own backoff
-        return None
 
 
 def _score(value: Any, rank: int) -> float:
@@ -67,50 +60,48 @@ class SearxngBackend(SearchBackend):
         client = self._client or deadline.client(self.timeout, follow_redirects=True)
         url = f"{self.base_url}/search"
         params = {"q": query, "format": "json"}
-        problem = ""
+
+        def attempt(seconds: float) -> Any:
+            try:
+                # A whole-request deadline, not one per read: a dripping server cannot stall it.
+                response = deadline.send(client, "GET", url, seconds, params=params)
+            except httpx.TimeoutException:
+                raise TryAgain(f"no answer within {self.timeout:g}s") from None
+            except httpx.TransportError as exc:
+                raise TryAgain(f"cannot connect ({type(exc).__name__}: {exc})") from None
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # redirect loop, bad encoding, bad URL
+                raise SearchError(
+                    f"SearXNG at {self.base_url} cannot be used ({type(exc).__name__}: {exc}) — check"
+                    " search.searxng.base_url"
+                ) from None
+            if response.status_code == 200:
+                return response
+            if response.status_code == 403:
+                raise SearchError(
+                    f"SearXNG at {self.base_url} refused the JSON API (HTTP 403) — add `json` to"
+                    " search.formats in the instance's settings.yml"
+                )
+            if response.status_code not in RETRY_STATUSES:
+                raise SearchError(
+                    f"SearXNG at {self.base_url} answered HTTP {response.status_code} — check search.searxng.base_url"
+                )
+            status = response.status_code
+            raise TryAgain(
+                "rate limited (HTTP 429)" if status == 429 else f"HTTP {status}",
+                retry_after(response.headers.get("retry-after")),
+            )
+
+        policy = Retry(self.max_retries, self.backoff_seconds, self.timeout, sleep=self.sleep)
         try:
-            for attempt in range(self.max_retries + 1):
-                delay = self.backoff_seconds * (2**attempt)
-                try:
-                    # `timeout` bounds the whole request, not each read (a dripping server cannot stall it).
-                    response = deadline.send(client, "GET", url, self.timeout, params=params)
-                except httpx.TimeoutException:
-                    problem = f"no answer within {self.timeout:g}s"
-                except httpx.TransportError as exc:
-                    problem = f"cannot connect ({type(exc).__name__}: {exc})"
-                except (httpx.HTTPError, httpx.InvalidURL) as exc:  # redirect loop, bad encoding, bad URL
-                    raise SearchError(
-                        f"SearXNG at {self.base_url} cannot be used ({type(exc).__name__}: {exc}) — check"
-                        " search.searxng.base_url"
-                    ) from None
-                else:
-                    if response.status_code == 200:
-                        return response
-                    if response.status_code == 403:
-                        raise SearchError(
-                            f"SearXNG at {self.base_url} refused the JSON API (HTTP 403) — add `json` to"
-                            " search.formats in the instance's settings.yml"
-                        )
-                    if response.status_code not in RETRY_STATUSES:
-                        raise SearchError(
-                            f"SearXNG at {self.base_url} answered HTTP {response.status_code} — check"
-                            " search.searxng.base_url"
-                        )
-                    problem = (
-                        "rate limited (HTTP 429)" if response.status_code == 429 else f"HTTP {response.status_code}"
-                    )
-                    asked = _retry_after(response.headers.get("retry-after"))
-                    delay = min(delay if asked is None else asked, MAX_RETRY_AFTER_S)
-                if attempt < self.max_retries:
-                    log.info("searxng: %s; retry %d/%d in %.1fs", problem, attempt + 1, self.max_retries, delay)
-                    self.sleep(delay)
+            return policy.call(attempt, f"searxng {self.base_url}")
+        except GaveUp as exc:
+            raise SearchError(
+                f"SearXNG at {self.base_url} failed after {exc.tries}: {exc.describe()} — check that"
+                " the instance runs and search.searxng.base_url, or raise search.searxng.timeout"
+            ) from None
         finally:
             if self._client is None:
                 client.close()
-        raise SearchError(
-            f"SearXNG at {self.base_url} failed after {self.max_retries + 1} attempts: {problem} — check that"
-            " the instance runs and search.searxng.base_url, or raise search.searxng.timeout"
-        )
 
     def search(self, query: str, count: int) -> list[SearchResult]:
         """Up to `count` web results; [] when SearXNG finds nothing."""
