@@ -88,6 +88,47 @@ def test_a_contradiction_stays_active_and_recall_says_so(home, real_embedder):
             None,
         ),  # spelling
         ("Stocks close 0.39% higher", "Stocks close 2.47% higher", None),  # too little shared to be one subject
+        # another number AND another word: the victims changed too, not only their count
+        (
+            "A roadside bomb killed 10 Afghan soldiers on the highway.",
+            "A roadside bomb killed 4 Afghan police on the highway.",
+            None,
+        ),
+        (
+            "Storms destroyed 12 homes in the village of Eastwick.",
+            "Storms destroyed 3 barns in the village of Eastwick.",
+            None,
+        ),
+        (  # a word only one side has, inside the aligned frame: not a separable detail
+            "The city museum in Oslo has 12 exhibition rooms and a large garden.",
+            "The city museum in Oslo has 14 small exhibition rooms.",
+            None,
+        ),
+        (  # a detail only the old side has, set off by a comma: kept by the merge, not a change
+            "The city museum in Oslo has 12 exhibition rooms, a cafe and a large garden.",
+            "The city museum in Oslo has 14 exhibition rooms.",
+            "12 → 14",
+        ),
+        (  # the same value written another way is no change
+            "The bridge cost $40 million to build over the river.",
+            "The bridge cost 40 million dollars to build over the river.",
+            None,
+        ),
+        (  # a first word is a name when the text capitalizes it again; possessives are the same value
+            "Netflix bought the studio in 2019, and Netflix's shares rose sharply that week.",
+            "Amazon bought the studio in 2019, and Amazon's shares rose sharply that week.",
+            "Netflix → Amazon",
+        ),
+        (
+            "Lions are the largest cats living in the African savanna.",
+            "Tigers are the largest cats living in the African savanna.",
+            None,
+        ),
+        (
+            "The festival opens on Jan 14, 2021 in the old town of Bruges.",
+            "The festival opens on May 14, 2021 in the old town of Bruges.",
+            "Jan → May",
+        ),
     ],
 )
 def test_value_change(older, newer, expected):

@@ -4,8 +4,9 @@ The database passes that use it are kb/plan.py (on write) and kb/compress.py (`k
 
 Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
 (DESIGN.md §3); so are facts only related (cosine >= `kb.related_similarity`, where MiniLM
-puts a claim with a changed number or name), but those must align word by word and differ in
-one value (`value_change`) to be anything but distinct. `relation()` classifies the pair:
+puts a claim with a changed number or name), but those must align word by word and differ
+only in one value slot — a number, a date or a name — plus details set off as their own phrase
+(`value_change`) to be anything but distinct. `relation()` classifies the pair:
 
 - `distinct`: different years on both sides, so two claims about different times — never merged;
 - `duplicate`: nothing of the older fact is replaced or negated — fused into one text;
@@ -50,6 +51,7 @@ _TIME_WORDS = frozenset(
 _MONTHS = frozenset(
     m[:3] for m in "january february march april may june july august september october november december".split()
 )
+_MAGNITUDES = frozenset({"hundred", "thousand", "million", "billion", "trillion", "percent"})
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without", "n't"})
 _END = " .。!！;"
 
@@ -106,28 +108,79 @@ def replaced_stems(older: str, newer: str) -> set[str]:
     return out - new_stems
 
 
-def _is_value(span: list[str], initial: bool) -> bool:
-    """A number, a date word or a name: the kind of span an update or contradiction changes.
+_PUNCT = ".,;:!?\"'()[]“”‘’«»"
 
-    A sentence's first word is capitalized anyway, so alone there ("Dogs" → "Cats") it is no name."""
-    text = " ".join(span)
-    if numbers(text) or _TIME_WORDS.intersection(words(text)):
+
+def _is_month(token: str) -> bool:
+    """A capitalized month name or its abbreviation ("May", "Jan", "Sept.")."""
+    w = token.strip(_PUNCT)
+    low = w.lower()
+    return w[:1].isupper() and low[:3] in _MONTHS and (len(low) == 3 or low == "sept" or low in _TIME_WORDS | {"may"})
+
+
+def _dated(token: str) -> bool:
+    """A number, a date word or a magnitude ("12", "July", "Jan", "billion"): part of a value."""
+    return bool(numbers(token)) or _word(token) in _TIME_WORDS | _MAGNITUDES or _is_month(token)
+
+
+def _value(span: list[str], initial: bool, text: str) -> str | None:
+    """'value' for a number, a date or a name (the kind of span an update or contradiction
+    changes), 'maybe' for a lone capitalized first word, None for anything else — a span with
+    any other content word ("12 homes" → "3 barns") changes more than a value.
+
+    A sentence's first word is capitalized anyway, so alone there ("Dogs" → "Cats") it is only a
+    name if the text capitalizes it again later ("Facebook purchased … Facebook's bid")."""
+    content = [t.strip(_PUNCT) for t in span if _stems(t) or _dated(t)]
+    if not content or not all(_dated(t) or t[:1].isupper() for t in content):
+        return None
+    if any(_dated(t) for t in content):
+        return "value"
+    first = content[0]
+    if initial and len(content) == 1 and span[0].strip(_PUNCT) == first and not any(c.isupper() for c in first[1:]):
+        later = {_word(t) for t in text.split()[1:] if t.strip(_PUNCT)[:1].isupper()}
+        return "value" if _word(first) in later else "maybe"
+    return "value"
+
+
+def _bare(span: list[str]) -> str:
+    """A value as reported: no surrounding punctuation, no possessive ("Spain's" is "Spain")."""
+    text = " ".join(span).strip(_PUNCT)
+    return text[:-2] if text.endswith(("'s", "’s")) else text
+
+
+def _word(token: str) -> str:
+    """A token as a word to match exactly: lower case, no punctuation, no plural or possessive 's'.
+
+    Stricter than `_key` (a six-letter prefix, where 'police' matches 'policemen'): a value
+    change needs every word outside the value to be the same word on both sides."""
+    w = token.lower().strip(_PUNCT)
+    w = w[:-2] if w.endswith(("'s", "’s")) else w
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
+def _separable(tokens: list[str], i1: int, i2: int) -> bool:
+    """Whether tokens[i1:i2], present on one side only, is a detail of its own (a clause or
+    phrase set off by a function word or punctuation: "… old and very clingy", "Momo, a tabby,")
+    rather than a word that changes the phrase it sits in ("10 Afghan civilians" → "5 Afghan")."""
+    first, before = tokens[i1], tokens[i1 - 1] if i1 else ""
+    if first[:1] in "(,;:—–-" or before[-1:] in ",;:(—–-":
         return True
-    content = [t for t in span if _stems(t)]
-    if initial and len(content) == 1 and content[0] == span[0] and not any(c.isupper() for c in span[0][1:]):
-        return False
-    return bool(content) and all(t[:1].isupper() for t in content)
+    return _word(first) in STOPWORDS or (i1 == 0 and tokens[i2 - 1][-1:] in ",;:")
 
 
 def value_change(older: str, newer: str, *, min_shared: int = 4, min_aligned: float = 0.7) -> str | None:
     """'old → new' when the texts align and differ in one value (a number, date or name, maybe
-    repeated) plus details only one side has; None when they differ in anything else.
+    repeated) plus separable details only one side has; None when they differ in anything else.
 
+    Outside the value, aligned words must be the same words (up to a plural or possessive 's');
+    a word only one side has must belong to a detail of its own (`_separable`): "kills 10 Afghan
+    civilians" vs "kills 5 Afghan policemen" changes the victims too, not only their number.
     `min_shared` content stems must be common to both (the subject and attribute words) and at
     least `min_aligned` of the shorter text must align, so a lone shared word is not evidence.
     """
     old, new = _tokens(older), _tokens(newer)
-    ops = _opcodes(old, new)
+    matcher = SequenceMatcher(None, [_word(t) for t in old], [_word(t) for t in new], autojunk=False)
+    ops = [(str(tag), i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
     if sum(tag != "equal" for tag, *_ in ops) > MAX_EDITS:
         return None
     equal = [t for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2]]
@@ -135,19 +188,28 @@ def value_change(older: str, newer: str, *, min_shared: int = 4, min_aligned: fl
         return None
     swaps = set()
     for tag, i1, i2, j1, j2 in ops:
-        if tag in ("insert", "delete") and _TIME_WORDS.intersection(words(" ".join(old[i1:i2] + new[j1:j2]))):
-            return None  # one side is pinned to a day or month the other does not name
+        if tag in ("insert", "delete"):
+            span = old[i1:i2] + new[j1:j2]
+            if _TIME_WORDS.intersection(words(" ".join(span))):
+                return None  # one side is pinned to a day or month the other does not name
+            wordy = [t for t in span if not numbers(t) and _stems(t)]  # numbers: part of a value slot
+            if wordy and not (_separable(old, i1, i2) if i2 > i1 else _separable(new, j1, j2)):
+                return None  # a content word inside the aligned frame: another claim, not another value
+            continue
         if tag != "replace":
             continue
         o, n = old[i1:i2], new[j1:j2]
         if len(o) > 3 or len(n) > 3 or _kind(o) != _kind(n) or _function_words(o) != _function_words(n):
             return None  # "at least 19" vs "26", "in Paris" vs "by Hugo": another role, not another value
-        if not (_is_value(o, i1 == 0) and _is_value(n, j1 == 0)):
-            return None
-        swaps.add((" ".join(o).strip(".,;:!?\"'()[]"), " ".join(n).strip(".,;:!?\"'()[]")))
+        kinds = {_value(o, i1 == 0, older), _value(n, j1 == 0, newer)}
+        if None in kinds or kinds == {"maybe"}:
+            return None  # not a value, or two capitalized first words with no sign of being names
+        swaps.add((_bare(o), _bare(n)))
     if len(swaps) != 1:
         return None  # nothing replaced (a duplicate), or two values: another subject's value
     before, after = swaps.pop()
+    if numbers(before) and numbers(before) == numbers(after):
+        return None  # "$200" / "200 USD": the same value written another way, not a change
     if not numbers(before) and _spelling_variant(before, after):
         return None  # "Syria" / "Syrian", "Egypt" / "Egyptian": the same name written another way
     return f"{before} → {after}"
