@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("deepresearch.__main__", "deepresearch.cli.*", "deepresearch.mcp_server"),
     ("deepresearch.research.*",),
     ("deepresearch.kb.*", "deepresearch.search.*", "deepresearch.doctor"),
-    ("deepresearch.models.*", "deepresearch.workspace"),
+    ("deepresearch.models.*", "deepresearch.workspace", "deepresearch.indexing"),
     ("deepresearch.config", "deepresearch.db", "deepresearch.prompts", "deepresearch.registry", "deepresearch.files"),
     (
         "deepresearch",

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from deepresearch.db import get_meta, set_meta, sqlite_errors, transaction
-from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, NotFound, SearchError
+from deepresearch.db import sqlite_errors, transaction
+from deepresearch.errors import DeepResearchError, InputError, NotFound, SearchError
 from deepresearch.facts import text_hash
+from deepresearch.indexing import LazyEmbedder, ModelClaim, VecTable, fts_integrity_problem, match_any, vec_loaded
 from deepresearch.search.base import SearchResult
 from deepresearch.search.readers import SUPPORTED, RawDocument, TableSpec, is_table, iter_table, read_file
 from deepresearch.text import STOPWORDS, content_words, has_cjk, split_sentences, truncate, words
@@ -34,8 +35,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "bm25", "vector")
-META_MODEL = "corpus.embedding_model"
-META_DIM = "corpus.embedding_dim"
+CORPUS_VEC = VecTable("corpus_vec")
+CLAIM = ModelClaim(
+    "corpus.embedding_model",
+    "corpus.embedding_dim",
+    "the corpus",
+    "rebuild the corpus: `deepresearch corpus remove --all` then `corpus add` again",
+)
 # Chunk ids whose vector is wrong or gone stale because they were written or deleted without
 # sqlite-vec; created on first use, emptied when the vectors are fixed (see Corpus._mark_stale).
 STALE_TABLE = "corpus_vec_stale"
@@ -111,9 +117,7 @@ def fts_query(query: str) -> str | None:
         for part in re.split(r"[^\w]+", token):
             if part and part not in STOPWORDS:
                 seen.setdefault(part, None)
-    if not seen:
-        return None
-    return " OR ".join('"' + token.replace('"', '""') + '"' for token in seen)
+    return match_any(seen)
 
 
 def _file_hash(path: Path) -> str:
@@ -138,8 +142,7 @@ class Corpus:
     def __init__(self, conn: Any, embedder: Embedder | Callable[[], Embedder] | None, config: CorpusConfig):
         self.conn = conn
         self.config = config
-        self._embedder_arg = embedder
-        self._embedder: Embedder | None = None
+        self._embedder = LazyEmbedder(embedder, "the corpus")
 
     @classmethod
     def from_workspace(cls, ws: Workspace) -> Corpus:
@@ -153,23 +156,16 @@ class Corpus:
     @property
     def embedder(self) -> Embedder | None:
         """The embedder (resolved lazily from a zero-arg callable), or None for a BM25-only corpus."""
-        if self._embedder is None and self._embedder_arg is not None:
-            arg = self._embedder_arg
-            self._embedder = arg if hasattr(arg, "embed_batch") else arg()  # type: ignore[operator,assignment]
-        return self._embedder
+        return self._embedder() if self._embedder.given else None
 
     @property
     def vectors_enabled(self) -> bool:
         """True when chunk vectors are written and searched (sqlite-vec loaded, embedder given)."""
-        return bool(getattr(self.conn, "vec_version", None)) and self._embedder_arg is not None
-
-    def _has_vec_table(self) -> bool:
-        row = self.conn.execute("select 1 from sqlite_master where name = 'corpus_vec'").fetchone()
-        return row is not None
+        return vec_loaded(self.conn) and self._embedder.given
 
     def _degraded(self) -> bool:
         """A vector table exists but this connection cannot write it (sqlite-vec not loaded)."""
-        return not getattr(self.conn, "vec_version", None) and self._has_vec_table()
+        return not vec_loaded(self.conn) and CORPUS_VEC.exists(self.conn)
 
     def _mark_stale(self, chunk_ids: Iterable[int]) -> None:
         """Record chunk ids whose vector, if any, is wrong (written or deleted while degraded):
@@ -180,44 +176,27 @@ class Corpus:
     def _drop_stale_vectors(self, stale: list[int]) -> int:
         """Delete the vectors of stale chunk ids and of chunks that no longer exist; returns how many."""
         with transaction(self.conn):
-            for chunk_id in stale:
-                self.conn.execute("delete from corpus_vec where rowid = ?", (chunk_id,))
+            CORPUS_VEC.delete(self.conn, stale)
             orphans = self.conn.execute(
                 "select rowid from corpus_vec where rowid not in (select id from corpus_chunks)"
             ).fetchall()
-            for (rowid,) in orphans:
-                self.conn.execute("delete from corpus_vec where rowid = ?", (rowid,))
+            CORPUS_VEC.delete(self.conn, [r[0] for r in orphans])
             if stale:
                 self.conn.execute(f"delete from {STALE_TABLE}")
         return len(stale) + len(orphans)
 
-    def _check_model(self, embedder: Embedder) -> None:
-        stored = get_meta(self.conn, META_MODEL)
-        if stored is not None and stored != embedder.model_id:
-            raise DimensionMismatch(
-                f"the corpus was embedded with {stored!r} ({get_meta(self.conn, META_DIM)}-d) but the current"
-                f" embedding model is {embedder.model_id!r} — set embedding.model back, or rebuild the"
-                " corpus: `deepresearch corpus remove --all` then `corpus add` again"
-            )
-
     def _ensure_vec_table(self, embedder: Embedder) -> None:
-        self._check_model(embedder)
-        if self._has_vec_table():
+        CLAIM.check(self.conn, embedder)
+        if CORPUS_VEC.exists(self.conn):
             return
-        dim = int(embedder.dimension)
         with transaction(self.conn):
-            self.conn.execute(
-                "create virtual table if not exists corpus_vec"
-                f" using vec0(embedding float[{dim}] distance_metric=cosine)"
-            )
-            set_meta(self.conn, META_MODEL, embedder.model_id)
-            set_meta(self.conn, META_DIM, str(dim))
+            CORPUS_VEC.create(self.conn, embedder.dimension)
+            CLAIM.record(self.conn, embedder)
 
     def _embed(self, texts: list[str]) -> np.ndarray | None:
         if not texts or not self.vectors_enabled:
             return None
-        embedder = self.embedder
-        assert embedder is not None
+        embedder = self._embedder()
         self._ensure_vec_table(embedder)
         return embedder.embed_batch(texts)
 
@@ -226,7 +205,7 @@ class Corpus:
         dropping the vectors that degraded writes made stale (see `_mark_stale`)."""
         if not self.vectors_enabled:
             return 0
-        have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if self._has_vec_table() else 0
+        have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0] if CORPUS_VEC.exists(self.conn) else 0
         stale = stale_chunk_ids(self.conn)
         if stale or have > self.count_chunks():
             self._drop_stale_vectors(stale)
@@ -235,8 +214,7 @@ class Corpus:
             return 0
         if have >= self.count_chunks():
             return 0
-        embedder = self.embedder
-        assert embedder is not None
+        embedder = self._embedder()
         self._ensure_vec_table(embedder)
         missing = self.conn.execute(
             """select c.id, d.title, c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id
@@ -246,11 +224,7 @@ class Corpus:
             part = missing[start : start + batch]
             vectors = embedder.embed_batch([f"{t}\n{x}" if t else x for _, t, x in part])
             with transaction(self.conn):
-                for (chunk_id, _, _), vector in zip(part, vectors, strict=True):
-                    self.conn.execute(
-                        "insert into corpus_vec (rowid, embedding) values (?, ?)",
-                        (chunk_id, vector.tobytes()),
-                    )
+                CORPUS_VEC.insert(self.conn, zip([r[0] for r in part], vectors, strict=True))
         log.info("embedded %d chunks that had no vector", len(missing))
         return len(missing)
 
@@ -455,10 +429,7 @@ class Corpus:
             self.conn.executemany("insert into corpus_chunks (id, doc_id, seq, text) values (?, ?, ?, ?)", chunk_rows)
             self.conn.executemany("insert into corpus_fts (rowid, title, body) values (?, ?, ?)", fts_rows)
             if vectors is not None:
-                self.conn.executemany(
-                    "insert into corpus_vec (rowid, embedding) values (?, ?)",
-                    [(row[0], vector.tobytes()) for row, vector in zip(chunk_rows, vectors, strict=True)],
-                )
+                CORPUS_VEC.insert(self.conn, zip([row[0] for row in chunk_rows], vectors, strict=True))
         report.documents += len(fresh)
         report.chunks += len(chunk_rows)
         report.removed_documents += len(replace)
@@ -466,16 +437,15 @@ class Corpus:
 
     def _delete_documents(self, doc_ids: list[int]) -> None:
         """Delete documents with their chunks, FTS rows and vectors (caller holds the transaction)."""
-        has_vec = self._has_vec_table() and getattr(self.conn, "vec_version", None)
+        has_vec = CORPUS_VEC.exists(self.conn) and vec_loaded(self.conn)
         degraded = self._degraded()
         for doc_id in doc_ids:
             chunk_ids = [r[0] for r in self.conn.execute("select id from corpus_chunks where doc_id = ?", (doc_id,))]
             if degraded:  # the vectors cannot be deleted now: a new chunk could inherit one
                 self._mark_stale(chunk_ids)
-            for chunk_id in chunk_ids:
-                self.conn.execute("delete from corpus_fts where rowid = ?", (chunk_id,))
-                if has_vec:
-                    self.conn.execute("delete from corpus_vec where rowid = ?", (chunk_id,))
+            self.conn.executemany("delete from corpus_fts where rowid = ?", [(i,) for i in chunk_ids])
+            if has_vec:
+                CORPUS_VEC.delete(self.conn, chunk_ids)
             self.conn.execute("delete from corpus_documents where id = ?", (doc_id,))
 
     def remove(self, paths: Iterable[Path | str] = (), *, all_sources: bool = False) -> int:
@@ -500,7 +470,7 @@ class Corpus:
                 removed += len(doc_ids)
                 self.conn.execute("delete from corpus_sources where id = ?", (source_id,))
             if all_sources and not self._degraded():  # a vec0 table cannot be dropped without sqlite-vec
-                self.conn.execute("delete from meta where key in (?, ?)", (META_MODEL, META_DIM))
+                CLAIM.forget(self.conn)
                 self.conn.execute("drop table if exists corpus_vec")
                 self.conn.execute(f"drop table if exists {STALE_TABLE}")
         return removed
@@ -540,18 +510,11 @@ class Corpus:
                 "vector search is unavailable: sqlite-vec is not loaded or no embedding model was given"
                 " — run `deepresearch doctor`, or search with --mode bm25"
             )
-        embedder = self.embedder
-        assert embedder is not None
-        self._check_model(embedder)
+        embedder = CLAIM.check(self.conn, self._embedder())
         self.embed_missing()  # vectors a degraded write left stale or missing are fixed first
-        if not self._has_vec_table():
+        if not CORPUS_VEC.exists(self.conn):
             return []
-        vector = embedder.embed(query)
-        rows = self.conn.execute(
-            "select rowid, distance from corpus_vec where embedding match ? and k = ? order by distance",
-            (vector.astype("float32").tobytes(), min(depth, 4096)),
-        ).fetchall()
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+        return [(r[0], r[1]) for r in CORPUS_VEC.knn(self.conn, embedder.embed(query), depth)]
 
     def _doc_ranking(self, hits: list[tuple[int, float]]) -> list[tuple[int, int, float]]:
         """Chunk hits → (doc id, best chunk id, score) in rank order, one entry per document."""
@@ -644,11 +607,9 @@ def check_corpus(conn: Any) -> list[str]:
     """Problems of the corpus tables: FTS rows vs chunks, documents vs chunks, and (with sqlite-vec)
     vectors vs chunks — a chunk without a vector, a vector without a chunk, or a stale vector."""
     problems: list[str] = []
-    try:
-        conn.execute("insert into corpus_fts (corpus_fts, rank) values ('integrity-check', 1)")
-    except Exception as exc:  # FTS5 reports a mismatch with its content table as an error
+    if (mismatch := fts_integrity_problem(conn, "corpus_fts")) is not None:
         problems.append(
-            f"corpus FTS index does not match the chunks ({exc}) — run `deepresearch corpus remove` and"
+            f"corpus FTS index does not match the chunks ({mismatch}) — run `deepresearch corpus remove` and"
             " `corpus add` for the affected files"
         )
     orphans = conn.execute(
@@ -656,10 +617,7 @@ def check_corpus(conn: Any) -> list[str]:
     ).fetchone()[0]
     if orphans:
         problems.append(f"{orphans} corpus chunks without a document — run `deepresearch corpus remove --all`")
-    if (
-        not getattr(conn, "vec_version", None)
-        or not conn.execute("select 1 from sqlite_master where name = 'corpus_vec'").fetchone()
-    ):
+    if not vec_loaded(conn) or not CORPUS_VEC.exists(conn):
         return problems
     fix = "the next `deepresearch corpus add` (or a vector search) re-embeds them"
     missing = conn.execute(
