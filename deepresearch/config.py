@@ -118,6 +118,17 @@ def _default_categories() -> dict[str, CategoryPolicy]:
     return {name: CategoryPolicy(ttl_days=ttl, decay=decay) for name, (ttl, decay) in table.items()}
 
 
+class MilvusConfig(_Section):
+    timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds one Milvus call (connect, upsert, query batch, …) may take; with retries and"
+        " their waits a call ends within timeout × (max_retries + 1).",
+    )
+    max_retries: int = Field(4, ge=0, description="Retries on unavailable, timed-out or rate-limited calls.")
+    backoff_seconds: float = Field(0.5, ge=0, description="First retry delay; doubles per retry (max 30 s).")
+
+
 class KBConfig(_Section):
     lifecycle_mode: str = Field(
         DEFAULT_LIFECYCLE_MODE, description="off | inform | freshness | lifecycle (invalid → freshness)."
@@ -154,6 +165,7 @@ class KBConfig(_Section):
         ge=0,
         description="From this many facts on, the in-RAM copy holds sign bits, re-ranked exactly from float32.",
     )
+    milvus: MilvusConfig = Field(default_factory=MilvusConfig, description="The Milvus client of `kb sync milvus`.")
 
     @field_validator("lifecycle_mode", mode="before")
     @classmethod

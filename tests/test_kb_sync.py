@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import time
 
 import pytest
 from typer.testing import CliRunner
 
+from deepresearch.config import MilvusConfig
 from deepresearch.db import get_meta
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
@@ -219,7 +223,7 @@ def test_push_from_a_bare_connection_and_foreign_collections(uri, open_kb, clien
 
 @pytest.mark.parametrize("name", ["bad-name", "1starts_with_digit", "a;drop", "", "x" * 256, "名字"])
 def test_invalid_collection_name_fails_before_connecting(tmp_path, open_kb, name):
-    def factory(uri):
+    def factory(uri, timeout):
         raise AssertionError("connected despite an invalid name")
 
     with pytest.raises(InputError, match="invalid Milvus collection name"):
@@ -262,11 +266,11 @@ def test_transient_errors_are_retried_with_backoff(uri, open_kb):
     kb.add_facts(_facts(), now=T0)
     sleeps, connects = [], []
 
-    def factory(u):
+    def factory(u, timeout):
         connects.append(u)
         if len(connects) == 1:
             raise ConnectionRefusedError("connection refused")
-        return Flaky(MilvusClient(uri=u), {
+        return Flaky(MilvusClient(uri=u, timeout=timeout), {
             "upsert": [MilvusException(code=2, message="server unavailable"), TimeoutError("timed out")],
         })  # fmt: skip
 
@@ -274,22 +278,116 @@ def test_transient_errors_are_retried_with_backoff(uri, open_kb):
     assert report.pushed == 4 and len(connects) == 2
     assert sleeps == [0.5, 0.5, 1.0]  # connect once; upsert twice (0.5 then 1.0)
 
-    def broken(u):
-        return Flaky(MilvusClient(uri=u), {"has_collection": [MilvusException(code=1100, message="bad request")]})
+    def broken(u, timeout):
+        failures = {"has_collection": [MilvusException(code=1100, message="bad request")]}
+        return Flaky(MilvusClient(uri=u, timeout=timeout), failures)
 
     sleeps.clear()
     with pytest.raises(SearchError, match=r"Milvus at .*milvus\.db failed \(has_collection\): bad request"):
         sync_milvus(kb, uri, "retries2", now=T0, client_factory=broken, sleep=sleeps.append)
     assert sleeps == []  # not retriable: no retry
 
-    def down(u):
+    def down(u, timeout):
         raise ConnectionRefusedError("connection refused")
 
-    with pytest.raises(SearchError, match=r"unreachable \(connect failed 3 times"):
-        sync_milvus(kb, "http://127.0.0.1:9", "x", client_factory=down, retries=2, sleep=sleeps.append)
+    with pytest.raises(SearchError, match=r"unreachable \(connect failed after 3 attempts"):
+        settings = MilvusConfig(max_retries=2)
+        sync_milvus(kb, "http://127.0.0.1:9", "x", client_factory=down, settings=settings, sleep=sleeps.append)
     assert sleeps == [0.5, 1.0]
     assert is_retriable(MilvusException(code=8, message="rate limit exceeded"))
     assert not is_retriable(ValueError("timeout"))  # only client/server errors, not our own bugs
+
+
+class Silent:
+    """A loopback server that accepts connections and never answers (nor closes them)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+class StallingProxy(Silent):
+    """A loopback proxy to a real Milvus server that stops forwarding (both ways) once `stall()`ed."""
+
+    def __init__(self, target: str) -> None:
+        self.target = int(target.rsplit(":", 1)[1])
+        self.stalled = threading.Event()
+        super().__init__()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client = self.sock.accept()[0]
+                server = socket.create_connection(("127.0.0.1", self.target))
+                self.held += [client, server]
+                for a, b in ((client, server), (server, client)):
+                    threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                while self.stalled.is_set():
+                    time.sleep(0.05)
+                dst.sendall(data)
+
+    def stall(self) -> None:
+        self.stalled.set()
+
+
+def test_a_silent_server_cannot_stall_the_sync(home, fake_model, monkeypatch):
+    """Issue 13 (6): every Milvus call has a deadline; connect included (1 s, 1 retry: 2 s in all)."""
+    from deepresearch.cli.main import app
+
+    server = Silent()
+    for key, value in {"TIMEOUT": "1", "MAX_RETRIES": "1", "BACKOFF_SECONDS": "0.2"}.items():
+        monkeypatch.setenv(f"DEEPRESEARCH__KB__MILVUS__{key}", value)
+    started = time.monotonic()
+    try:
+        result = runner.invoke(app, ["--home", str(home), "kb", "sync", "milvus", "--uri", server.url])
+    finally:
+        server.close()
+    seconds = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: Milvus at {server.url} is unreachable (connect failed after 2 attempts")
+    assert seconds < 8.0, seconds  # 2 s of deadline plus start-up on a loaded machine; without one: forever
+
+
+def test_a_server_that_stops_answering_hits_the_call_deadline(uri, open_kb):
+    """Connected through a proxy that then stalls: pymilvus calls without `timeout=` would wait forever."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    from deepresearch.kb.milvus import default_client
+
+    proxy = StallingProxy(server_manager_instance.start_and_get_uri(uri))
+    kb = open_kb()
+    kb.add_facts(_facts(), now=T0)
+
+    def connect_then_stall(u, timeout):
+        client = default_client(u, timeout)
+        proxy.stall()
+        return client
+
+    settings = MilvusConfig(timeout=1.0, max_retries=1, backoff_seconds=0.2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SearchError, match=r"unreachable \(has_collection failed after 2 attempts: .*[Dd]eadline"):
+            sync_milvus(kb, proxy.url, "stalled", now=T0, client_factory=connect_then_stall, settings=settings)
+    finally:
+        proxy.close()
+    seconds = time.monotonic() - started
+    assert seconds < 6.0, seconds  # 1 s + 0.2 s wait + the 0.8 s left; without a deadline: forever
 
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""The Milvus side of `kb sync milvus`: collection names, the client with retries, the schema.
+"""The Milvus side of `kb sync milvus`: collection names, the client with deadlines and retries, the schema.
 
 pymilvus (the `milvus` extra) is imported lazily. A uri is a server URL
 (http://host:19530) or a milvus-lite path ending in `.db` (a directory it creates).
@@ -12,10 +12,14 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
+from deepresearch.retry import GaveUp, Retry, TryAgain
+
+if TYPE_CHECKING:
+    from deepresearch.config import MilvusConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +72,13 @@ def resolve_uri(uri: str) -> str:
     return str(path.resolve())
 
 
-def default_client(uri: str) -> Any:
+def default_client(uri: str, timeout: float) -> Any:
+    """A pymilvus client; `timeout` bounds the connect (each call gets its own, see `Remote.call`)."""
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
         raise DeepResearchError(f"Milvus sync needs pymilvus — {INSTALL_FIX}") from exc
-    return MilvusClient(uri=uri, timeout=30)
+    return MilvusClient(uri=uri, timeout=timeout)
 
 
 def is_retriable(exc: BaseException) -> bool:
@@ -95,30 +100,40 @@ def is_retriable(exc: BaseException) -> bool:
 
 
 class Remote:
-    """A Milvus client whose every call retries transient errors with exponential backoff."""
+    """A Milvus client whose every call has a deadline (pymilvus `timeout=`) and retries transient
+    errors through `retry.Retry`: one call, retries and waits included, ends within
+    kb.milvus.timeout × (kb.milvus.max_retries + 1)."""
 
-    def __init__(
-        self,
-        uri: str,
-        factory: Callable[[str], Any],
-        *,
-        retries: int = 4,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-    ):
-        self.uri, self.retries, self.backoff, self.sleep = uri, retries, backoff, sleep
+    def __init__(self, uri: str, factory: Callable[[str, float], Any], policy: Retry):
+        self.uri, self.policy = uri, policy
         self.attempts = 0
-        self.client = self._retry("connect", lambda: factory(uri))
+        self.client = self._retry("connect", lambda seconds: factory(uri, seconds))
+
+    @classmethod
+    def connect(
+        cls,
+        uri: str,
+        settings: MilvusConfig,
+        factory: Callable[[str, float], Any] = default_client,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Remote:
+        """A client for `uri` with the deadline and retries of `settings` (kb.milvus)."""
+        policy = Retry(settings.max_retries, settings.backoff_seconds, settings.timeout, sleep=sleep)
+        return cls(uri, factory, policy)
 
     def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
-        """client.op(*args, **kwargs) with retries; failures become SearchError naming the uri."""
-        return self._retry(op, lambda: getattr(self.client, op)(*args, **kwargs))
+        """client.op(*args, **kwargs, timeout=…) with retries; failures become SearchError naming the uri."""
+        return self._retry(op, lambda seconds: getattr(self.client, op)(*args, timeout=seconds, **kwargs))
 
-    def _retry(self, op: str, fn: Callable[[], Any]) -> Any:
-        for attempt in range(self.retries + 1):
+    def next_batch(self, iterator: Any) -> Any:
+        """The next batch of a query iterator (its RPCs carry the timeout it was made with), with retries."""
+        return self._retry("query_iterator.next", lambda seconds: iterator.next())
+
+    def _retry(self, op: str, fn: Callable[[float], Any]) -> Any:
+        def attempt(seconds: float) -> Any:
             self.attempts += 1
             try:
-                return fn()
+                return fn(seconds)
             except DeepResearchError:
                 raise
             except Exception as exc:
@@ -127,15 +142,15 @@ class Remote:
                         f"Milvus at {self.uri} failed ({op}): {_short(exc)} — check the uri, the"
                         " collection and the server log"
                     ) from exc
-                if attempt == self.retries:
-                    raise SearchError(
-                        f"Milvus at {self.uri} is unreachable ({op} failed {attempt + 1} times:"
-                        f" {_short(exc)}) — start the server or check --uri, then run the sync again"
-                    ) from exc
-                delay = self.backoff * 2**attempt
-                log.warning("Milvus %s failed (%s); retry %d in %.1fs", op, _short(exc), attempt + 1, delay)
-                self.sleep(delay)
-        raise AssertionError("unreachable")
+                raise TryAgain(_short(exc)) from exc
+
+        try:
+            return self.policy.call(attempt, f"Milvus {op}")
+        except GaveUp as exc:
+            raise SearchError(
+                f"Milvus at {self.uri} is unreachable ({op} failed after {exc.tries}: {exc.describe()}) — start"
+                " the server or check --uri (and kb.milvus.timeout), then run the sync again"
+            ) from exc.__cause__
 
     def close(self) -> None:
         """Close the client (errors on close are not worth a failed sync)."""

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
-from deepresearch.config import KBConfig
+from deepresearch.config import KBConfig, MilvusConfig
 from deepresearch.db import get_meta, set_meta
 from deepresearch.errors import DeepResearchError, InputError
 from deepresearch.facts import Fact
@@ -226,7 +226,7 @@ def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vec
     iterator = remote.call("query_iterator", collection, batch_size=batch, filter=expr, output_fields=fields)
     try:
         while True:
-            rows = remote._retry("query_iterator.next", iterator.next)
+            rows = remote.next_batch(iterator)
             if not rows:
                 return
             yield list(rows)
@@ -387,15 +387,15 @@ def sync_milvus(
     *,
     now: float | None = None,
     batch: int = 500,
-    client_factory: Callable[[str], Any] | None = None,
-    retries: int = 4,
-    backoff: float = 0.5,
+    client_factory: Callable[[str, float], Any] | None = None,
+    settings: MilvusConfig | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> SyncReport:
     """Push local facts to (and/or pull remote facts from) a Milvus collection; returns counts.
 
     `kb_or_conn` is a KnowledgeBase (needed to pull: pulled facts are embedded locally) or a
-    connection (push only). `client_factory(uri)` is the seam for tests (default MilvusClient).
+    connection (push only). Every Milvus call has the deadline and retries of `settings` (default:
+    the KB's kb.milvus). `client_factory(uri, timeout)` is the seam for tests (default MilvusClient).
     """
     started = time.perf_counter()
     validate_collection(collection)  # before any connection: the name reaches Milvus calls
@@ -408,7 +408,7 @@ def sync_milvus(
     report = SyncReport(uri=resolved, collection=collection, direction=direction, dry_run=dry_run)
     key = _watermark_key(resolved, collection)
     with quiet_pymilvus():
-        remote = Remote(resolved, client_factory or default_client, retries=retries, backoff=backoff, sleep=sleep)
+        remote = Remote.connect(resolved, settings or kb.config.milvus, client_factory or default_client, sleep)
         try:
             if direction in ("push", "both"):
                 _push(kb.conn, remote, collection, report, key, now, batch, progress)
