@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
+from deepresearch.research.hooks import PAUSE_ENV
 from tests.fakes import FakeEmbedder
 
 # ~1 minute on a loaded 2-core machine (milvus-lite starts three times): out of the quick loop.
@@ -170,7 +171,7 @@ def test_research_killed_then_resumed(tmp_path: Path, fake: FakeEmbedder, after:
     cli(home, "corpus", "add", str(ROOT / "docs" / "corpus"))
     question = "How does SQLite WAL mode treat readers and writers?"
     step_done = f"select count(*) from research_steps where step = '{after}'"
-    paused = {**ENV, "DEEPRESEARCH_TEST_PAUSE_AFTER": after}
+    paused = {**ENV, PAUSE_ENV: after}
     args = ["research", question, "--loops", "1", "--queries", "1"]
     assert kill_when(home, args, lambda: count(db, step_done) >= 1, paused)
     run_id = sqlite3.connect(db).execute("select id from research_runs").fetchone()[0]

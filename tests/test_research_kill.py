@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
+from deepresearch.research.hooks import PAUSE_ENV
 
 CORPUS = Path(__file__).resolve().parents[1] / "docs" / "corpus"
 QUESTION = "How does SQLite WAL mode treat readers and writers?"
@@ -64,7 +65,7 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
     args = ["research", QUESTION, "--loops", "1", "--queries", "1"]
     proc = subprocess.Popen(
         _cli(home, *args),
-        env={**env, "DEEPRESEARCH_TEST_PAUSE_AFTER": "search"},
+        env={**env, PAUSE_ENV: "search"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,19 +3,16 @@ config, and the model wrapper that times every call into the run's counters."""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.models.llm import ChatModel, Completion
+from deepresearch.research import hooks
 from deepresearch.research.deps import Deps
 from deepresearch.research.state import ResearchState, RunOptions
 
 if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
-
-# Test-only hook: block after the named step is checkpointed, so a test can SIGKILL mid-run.
-PAUSE_ENV = "DEEPRESEARCH_TEST_PAUSE_AFTER"
 
 
 class TimedModel(ChatModel):
@@ -38,17 +35,6 @@ class TimedModel(ChatModel):
             return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
         finally:
             self.state.bump("llm_seconds", self.clock() - start)
-
-
-def pause_hook() -> Callable[[str], None]:
-    """After-step hook from the environment: sleep after the named step (lets a test SIGKILL a run there)."""
-    step = os.environ.get(PAUSE_ENV)
-
-    def after(name: str) -> None:
-        if step and name == step:
-            time.sleep(600)
-
-    return after
 
 
 def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
@@ -77,7 +63,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
         freshness_days=dict(cfg.kb.freshness_days),
         cover_similarity=cfg.research.kb_cover_similarity,
         model_steps=steps,
-        after_step=pause_hook(),
+        after_step=hooks.after_step(),  # a no-op unless a crash test asks for a pause
     )
 
 
