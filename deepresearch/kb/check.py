@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from deepresearch.db import get_meta
+from deepresearch.indexing import fts_integrity_problem
 from deepresearch.kb.index import vec_dimension
 from deepresearch.kb.rows import DIMENSION_KEY
 
@@ -37,11 +38,9 @@ def check(conn: Any) -> list[str]:
         )
         return problems  # the row checks below would only report the same damage again
     problems += check_corpus(conn)
-    try:
-        conn.execute("insert into fact_fts (fact_fts, rank) values ('integrity-check', 1)")
-    except Exception as exc:  # FTS5 reports a mismatch with its content table as an error
+    if (mismatch := fts_integrity_problem(conn, "fact_fts")) is not None:
         problems.append(
-            f"FTS index does not match the facts table ({exc}) — rebuild with"
+            f"FTS index does not match the facts table ({mismatch}) — rebuild with"
             " `insert into fact_fts(fact_fts) values('rebuild')`"
         )
     queries = {

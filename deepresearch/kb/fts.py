@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from deepresearch.indexing import match_any
 from deepresearch.kb.index import Filter
 from deepresearch.text import STOPWORDS, has_cjk, normalize_space
 
@@ -44,10 +45,7 @@ def terms(text: str) -> tuple[list[str], list[str]]:
 
 def match_expression(text: str) -> str | None:
     """A safe FTS5 MATCH string: every term quoted and OR-ed; None when no term is long enough."""
-    long_terms, _ = terms(text)
-    if not long_terms:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
+    return match_any(terms(text)[0])
 
 
 def _like_pattern(term: str) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from deepresearch.db import get_meta, set_meta, transaction
 from deepresearch.errors import DimensionMismatch, ModelError, ModelNotFound
 from deepresearch.facts import new_id
+from deepresearch.indexing import ModelClaim, vec_loaded
 from deepresearch.kb.index import VECTORS_KEY, create_vec_table, vec_dimension
 from deepresearch.kb.rows import (
     DIMENSION_KEY,
@@ -30,37 +31,25 @@ if TYPE_CHECKING:
     from deepresearch.models.embed import Embedder
 
 REEMBED_FIX = "run `deepresearch kb reembed` to rebuild the vectors with the configured model"
-
-
-def check_model(conn: Any, embedder: Embedder) -> Embedder:
-    """`embedder`, after failing closed if the DB was built with another model/dimension."""
-    model, dim = get_meta(conn, MODEL_KEY), get_meta(conn, DIMENSION_KEY)
-    if model is not None and (model != embedder.model_id or int(dim or 0) != embedder.dimension):
-        raise DimensionMismatch(
-            f"the knowledge base was built with embedding model {model} ({dim}-d) but the configured"
-            f" model is {embedder.model_id} ({embedder.dimension}-d) — {REEMBED_FIX}, or set"
-            f" embedding.model back to {model}"
-        )
-    return embedder
+CLAIM = ModelClaim(MODEL_KEY, DIMENSION_KEY, "the knowledge base", REEMBED_FIX)
 
 
 def vector_or_reason(conn: Any, embedder: Callable[[], Embedder]) -> tuple[Embedder | None, str | None]:
     """The checked embedder, or None and why semantic search cannot be used."""
-    if not getattr(conn, "vec_version", None):
+    if not vec_loaded(conn):
         return None, f"sqlite-vec is not available ({getattr(conn, 'vec_error', None) or 'not loaded'})"
     if vec_dimension(conn) is None:
         return None, "the vector table is missing (sqlite-vec was unavailable when the DB was created)"
     try:
-        return check_model(conn, embedder()), None
+        return CLAIM.check(conn, embedder()), None
     except (ModelError, ModelNotFound) as exc:
         return None, f"the embedding model cannot be loaded ({exc})"
 
 
 def claim_model(conn: Any, embedder: Embedder) -> None:
     """Record the model on first write; rebuild an empty vector table for its dimension."""
-    if get_meta(conn, MODEL_KEY) is None:
-        set_meta(conn, MODEL_KEY, embedder.model_id)
-        set_meta(conn, DIMENSION_KEY, str(embedder.dimension))
+    if CLAIM.stored(conn)[0] is None:
+        CLAIM.record(conn, embedder)
     if vec_dimension(conn) != embedder.dimension:
         if conn.execute("select count(*) from fact_vec").fetchone()[0]:
             raise DimensionMismatch(f"the vector table holds vectors of another dimension — {REEMBED_FIX}")
@@ -97,7 +86,7 @@ def reembed(
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Rebuild every fact vector with the embedder `get_embedder` loads; returns the number of facts."""
-    if not getattr(conn, "vec_version", None):
+    if not vec_loaded(conn):
         raise ModelError("cannot rebuild vectors: sqlite-vec is not available — fix: pip install sqlite-vec sqlean-py")
     embedder = get_embedder()
     rows = conn.execute(f"select {FACT_COLUMNS} from facts order by rid").fetchall()
@@ -112,8 +101,7 @@ def reembed(
         create_vec_table(conn, embedder.dimension)
         for row, fact, vector in zip(rows, facts, matrix, strict=False):
             write_vector(conn, row[0], fact, vector)
-        set_meta(conn, MODEL_KEY, embedder.model_id)
-        set_meta(conn, DIMENSION_KEY, str(embedder.dimension))
+        CLAIM.record(conn, embedder)
         set_meta(conn, VECTORS_KEY, new_id())
         conn.execute("delete from meta where key = ?", (MISSING_KEY,))
         bump(conn)
