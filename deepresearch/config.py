@@ -157,6 +157,12 @@ class KBConfig(_Section):
         description="Cosine at or above which a fact aligned with a new one and differing in one value"
         " (number, date or name) is an update or a contradiction (chosen on RGB and STS-B dev).",
     )
+    classify_with_model: bool = Field(
+        False,
+        description="Ask the chat model whether a merge candidate pair is the same claim, an update, a"
+        " contradiction or distinct (its merged text must keep every detail of both facts); the"
+        " deterministic rule decides when this is off, the model fails, or its answer is refused.",
+    )
     ram_index_min_facts: int = Field(
         20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."
     )

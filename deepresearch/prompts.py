@@ -120,6 +120,35 @@ MERGE_SCHEMA: dict[str, Any] = {
     "required": ["merged", "contradiction"],
 }
 
+CLASSIFY_FACTS = Prompt(
+    name="classify_facts",
+    system=(
+        "You compare two facts. Say whether they are the same claim, an update (the same subject and "
+        "attribute with a newer value), a contradiction (values that cannot both be true, with no "
+        "reason to prefer the new one), or distinct facts (about different subjects, attributes or "
+        "times). For same and update, also merge them into one sentence that keeps every detail of "
+        "the old fact that the new one does not replace, takes the new value, and adds nothing. "
+        "Answer with JSON only."
+    ),
+    user=(
+        "Old fact: $old\nNew fact: $new\n\n"
+        'Example: old "The cat is 2 years old and very clingy", new "The cat is 3 years old" -> '
+        '{"relation": "update", "merged": "The cat is 3 years old and very clingy"}\n'
+        'Example: old "Paris has 2.1 million inhabitants", new "Rome has 2.8 million inhabitants" -> '
+        '{"relation": "distinct", "merged": ""}\n'
+        'Answer as {"relation": "same" | "update" | "contradiction" | "distinct", "merged": "..."}'
+    ),
+)
+
+CLASSIFY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "relation": {"enum": ["same", "update", "contradiction", "distinct"]},
+        "merged": {"type": "string"},
+    },
+    "required": ["relation", "merged"],
+}
+
 JSON_RETRY = Prompt(
     name="json_retry",
     system="",

@@ -12,8 +12,9 @@ from deepresearch.db import transaction
 from deepresearch.errors import ModelError
 from deepresearch.facts import Fact, text_hash
 from deepresearch.kb import rows
+from deepresearch.kb.classify import decide
 from deepresearch.kb.index import one_blas_thread, read_all_vectors
-from deepresearch.kb.merge import decide, merged_fact, relation
+from deepresearch.kb.merge import merged_fact, relation
 from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.records import CompressResult, MergeRecord
 from deepresearch.kb.write import Vectors, absorb
@@ -107,7 +108,7 @@ def compress(
         head, members, flags = group[0], [group[0]], []
         record = MergeRecord([], [], head.fact, "duplicate", "none")
         for fact in group[1:]:
-            decision = decide(head, fact, model, near=is_near(fact, members))
+            decision = decide(head, fact, model, near=is_near(fact, members), classify=config.classify_with_model)
             if decision.kind in ("duplicate", "update") and decision.text:
                 members.append(fact)
                 head = merged_fact(members, decision.text)

@@ -242,32 +242,49 @@ def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
     change = value_change(older.fact, newer.fact)
     if change is not None and _is_date(change):
         # only the date differs: another date for the same event, not a claim about another time
-        return _direction(older, newer, f"changes {change}")
-    on, nn = numbers(older.fact), numbers(newer.fact)
-    if any(_YEAR.match(n) for n in on - nn) and any(_YEAR.match(n) for n in nn - on):
-        return "distinct", "different years: claims about different times"
-    ot, nt = _TIME_WORDS.intersection(words(older.fact)), _TIME_WORDS.intersection(words(newer.fact))
-    if ot - nt and nt - ot:
-        return "distinct", "different days or months: claims about different times"
-    old_names, new_names = _names(older.fact), _names(newer.fact)
-    if old_names - new_names and new_names - old_names and on - nn and nn - on:
-        return "distinct", "another name with another number: a different subject's value"
+        return direction(older, newer, f"changes {change}")
+    apart = kept_apart(older.fact, newer.fact)
+    if apart:
+        return "distinct", apart
     if not near:
         if change is None:
             return "distinct", "related, but not the same claim with another value"
-        return _direction(older, newer, f"changes {change}")
-    changes = []
-    gone = replaced_stems(older.fact, newer.fact)
-    if gone:
-        changes.append(f"replaces {', '.join(sorted(gone)[:5])}")
-    if _negated(older.fact) != _negated(newer.fact):
-        changes.append("negation differs")
+        return direction(older, newer, f"changes {change}")
+    changes = changed_values(older.fact, newer.fact)
     if not changes:
         return "duplicate", "same claim"
-    return _direction(older, newer, "; ".join(changes))
+    return direction(older, newer, "; ".join(changes))
 
 
-def _direction(older: Fact, newer: Fact, change: str) -> tuple[str, str]:
+def kept_apart(older: str, newer: str) -> str | None:
+    """Why two texts are claims about different times or subjects, never to be linked (None: they may be)."""
+    change = value_change(older, newer)
+    if change is not None and _is_date(change):
+        return None  # another date for the same event
+    on, nn = numbers(older), numbers(newer)
+    if any(_YEAR.match(n) for n in on - nn) and any(_YEAR.match(n) for n in nn - on):
+        return "different years: claims about different times"
+    ot, nt = _TIME_WORDS.intersection(words(older)), _TIME_WORDS.intersection(words(newer))
+    if ot - nt and nt - ot:
+        return "different days or months: claims about different times"
+    old_names, new_names = _names(older), _names(newer)
+    if old_names - new_names and new_names - old_names and on - nn and nn - on:
+        return "another name with another number: a different subject's value"
+    return None
+
+
+def changed_values(older: str, newer: str) -> list[str]:
+    """What `newer` changes in `older`: replaced words or values, a negation (empty: nothing)."""
+    changes = []
+    gone = replaced_stems(older, newer)
+    if gone:
+        changes.append(f"replaces {', '.join(sorted(gone)[:5])}")
+    if _negated(older) != _negated(newer):
+        changes.append("negation differs")
+    return changes
+
+
+def direction(older: Fact, newer: Fact, change: str) -> tuple[str, str]:
     """An update when the newer fact was verified later by a source at least as confident;
     otherwise a contradiction (nothing to prefer one value by)."""
     if newer.verified_at <= older.verified_at:
@@ -389,7 +406,7 @@ class Decision:
 
 def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None, *, near: bool = True) -> Decision:
     """Classify the pair (see `relation`) and, for duplicates and updates, fuse the texts (older → newer)."""
-    older, newer = (stored, incoming) if incoming.verified_at >= stored.verified_at else (incoming, stored)
+    older, newer = ordered(stored, incoming)
     kind, reason = relation(older, newer, near=near)
     if kind in ("distinct", "contradiction"):
         return Decision(kind, reason)
@@ -399,6 +416,11 @@ def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None, *, near
     if len(fusion.text) > MAX_MERGED_CHARS:
         return Decision("distinct", "merged text would be too long for one fact")
     return Decision(kind, reason, fusion.text, fusion.method)
+
+
+def ordered(stored: Fact, incoming: Fact) -> tuple[Fact, Fact]:
+    """(older, newer) by verification time; an incoming fact verified at the same time is the newer."""
+    return (stored, incoming) if incoming.verified_at >= stored.verified_at else (incoming, stored)
 
 
 def merged_fact(members: list[Fact], text: str) -> Fact:

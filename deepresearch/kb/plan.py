@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deepresearch.facts import Fact
+from deepresearch.kb.classify import decide
 from deepresearch.kb.index import RamIndex, one_blas_thread
-from deepresearch.kb.merge import Decision, decide, merged_fact
+from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.rows import select_facts
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def plan_batch(
             if target == j or target in seen:
                 continue
             seen.add(target)
-            decision = decide(current[target], fact, model, near=score >= near)
+            decision = decide(current[target], fact, model, near=score >= near, classify=config.classify_with_model)
             if decision.kind in ("duplicate", "update") and decision.text:
                 merged = merged_fact([current[target], fact], decision.text)
                 action = Action("merge", target, merged, decision)

@@ -8,17 +8,18 @@ the merge model — and hands them to the modules that do the work:
 - kb/vectors.py: the embedding-model claim (fail closed on a mismatch), backfill, reembed;
 - kb/write.py: the write path (validate, embed, plan merges, one short transaction);
 - kb/recall.py: lifecycle-aware recall (vec0, the RAM index, or FTS5 when degraded);
-- kb/merge.py, kb/plan.py, kb/compress.py: merging with differential preservation;
+- kb/merge.py, kb/classify.py, kb/plan.py, kb/compress.py: merging with differential preservation;
 - kb/sweep.py, kb/check.py, kb/analytics.py: expiry, consistency, DuckDB stats/export/import.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from deepresearch.db import transaction
-from deepresearch.errors import ModelNotFound
+from deepresearch.errors import DeepResearchError, ModelNotFound
 from deepresearch.facts import Fact
 from deepresearch.kb import analytics, rows, vectors, write
 from deepresearch.kb.check import check
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from deepresearch.models.embed import Embedder
     from deepresearch.models.llm import ChatModel
     from deepresearch.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 # the public names callers import from here
 __all__ = ["AddResult", "CompressResult", "Conflict", "HistoryEvent", "KnowledgeBase", "Recall", "SweepResult"]
@@ -60,7 +63,15 @@ class KnowledgeBase:
         """The knowledge base of a workspace, with its configured embedder loaded on first use."""
         from deepresearch.models.embed import get_embedder
 
-        return cls(ws.db, lambda: get_embedder(ws.config.embedding), ws.config.kb)
+        kb = cls(ws.db, lambda: get_embedder(ws.config.embedding), ws.config.kb)
+        if ws.config.kb.classify_with_model:  # the chat model classifies (and fuses) merge candidates
+            from deepresearch.models.llm import get_chat_model
+
+            try:
+                kb.merge_model = get_chat_model(ws.config.llm)  # loads its weights on first use
+            except DeepResearchError as exc:
+                log.warning("kb.classify_with_model is on but %s; the deterministic rule decides", exc)
+        return kb
 
     # --- capabilities -------------------------------------------------------------------
 
