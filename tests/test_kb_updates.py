@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -145,3 +146,32 @@ def test_a_changed_date_is_another_date_for_the_same_event():
         Fact("In 2022 the company earned 5 billion dollars in revenue.", "s:", verified_at=1),
         Fact("In 2023 the company earned 7 billion dollars in revenue.", "s:", verified_at=2),
     ) == ("distinct", "different years: claims about different times")
+
+
+def test_compress_applies_the_same_classification(home, real_embedder):
+    """Facts stored without merging: `kb compress` finds the update, the contradiction and the distinct pair."""
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.workspace import Workspace
+
+    ws = Workspace.open(home)
+    kb = KnowledgeBase.from_workspace(ws)
+    start = time.time() - 7200  # recent: recall's default freshness window must still show them
+
+    def add(text: str, hours: int, confidence: float = 0.7) -> str:
+        fact = Fact(text, f"https://e.com/{len(text)}-{hours}", category="historical", confidence=confidence)
+        return kb.add_facts([fact], now=start + hours * 3600, merge=False).added[0]
+
+    cat_old, cat_new = add("My cat Momo is 2 years old and very clingy.", 0), add("My cat Momo is 3 years old.", 1)
+    tower_old = add("The Eiffel Tower is 330 metres tall.", 0, 0.9)
+    tower_new = add("The Eiffel Tower is 324 metres tall.", 1, 0.6)  # newer but less confident: no basis to prefer
+    apart = [add("Mount Everest is 8849 metres tall.", 0), add("Mont Blanc is 4808 metres tall.", 1)]
+    ws.close()
+    done = json.loads(_kb(home, "compress", "--no-model", "--json").stdout)
+    [merge] = done["merges"]
+    assert merge["kind"] == "update" and sorted(merge["old_ids"]) == sorted([cat_old, cat_new])
+    assert "3 years" in merge["new_text"] and "clingy" in merge["new_text"] and "2 years" not in merge["new_text"]
+    assert [sorted(f[:2]) for f in done["flagged"]] == [sorted([tower_old, tower_new])]
+    conflicts = json.loads(_kb(home, "conflicts", "--json").stdout)
+    assert {frozenset((c["fact_id"], c["other_id"])) for c in conflicts} == {frozenset((tower_old, tower_new))}
+    statuses = {h["id"]: h["conflicts_with"] for h in _active(home, "how tall is the mountain")}
+    assert all(statuses.get(i) == [] for i in apart), statuses
