@@ -148,7 +148,7 @@ MIGRATIONS: list[Migration] = [
         """,
     ),
     # --- local corpus (deepresearch/search) ---
-    # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus on first
+    # The chunk vector table (corpus_vec) is created by deepresearch.search.corpus_index on first
     # ingest, because its dimension is the embedding model's, known only at run time.
     Migration(
         "m201_corpus",

@@ -24,7 +24,8 @@ from eval_retrieval import load_qrels, ndcg_at, recall_at  # noqa: E402
 
 from deepresearch.config import CorpusConfig  # noqa: E402
 from deepresearch.db import connect  # noqa: E402
-from deepresearch.search.corpus import chunk_text, fts_query, fts_text  # noqa: E402
+from deepresearch.search.corpus import fts_query  # noqa: E402
+from deepresearch.search.ingest import chunk_text, fts_text  # noqa: E402
 
 CANDIDATES = {
     # name: (tokenize option, transform text/query with CJK bigrams like the product does)

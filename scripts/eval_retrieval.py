@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from deepresearch.search.corpus import MODES, Corpus, IngestProgress, rrf_fuse
+from deepresearch.search.corpus import MODES, Corpus, rrf_fuse
+from deepresearch.search.ingest import IngestProgress
 from deepresearch.search.readers import TableSpec
 from deepresearch.workspace import Workspace
 

@@ -11,7 +11,8 @@ import pytest
 from deepresearch.config import CorpusConfig
 from deepresearch.db import connect
 from deepresearch.errors import DimensionMismatch, NotFound, SearchError
-from deepresearch.search.corpus import Corpus, chunk_text, fts_query, rrf_fuse
+from deepresearch.search.corpus import Corpus, fts_query, rrf_fuse
+from deepresearch.search.ingest import chunk_text
 from deepresearch.search.readers import TableSpec, html_to_text
 from tests.fakes import FakeEmbedder
 

@@ -19,10 +19,10 @@ def check(conn: Any) -> list[str]:
     """A list of human-readable problems; empty when everything agrees.
 
     Also checks the whole file (`PRAGMA quick_check`: a damaged page in any table) and the
-    corpus (`search.corpus.check_corpus`). Without sqlite-vec the vectors are not checked,
+    corpus (`search.corpus_index.check_corpus`). Without sqlite-vec the vectors are not checked,
     which is not a problem (the CLI says so in a note).
     """
-    from deepresearch.search.corpus import check_corpus
+    from deepresearch.search.corpus_index import check_corpus
 
     problems: list[str] = []
     try:
