@@ -89,26 +89,33 @@ def sqlite_errors(path: Path | str) -> Iterator[None]:
     except DeepResearchError:
         raise
     except Exception as exc:
-        message = str(exc).lower()
-        if type(exc).__name__ not in ("OperationalError", "DatabaseError"):
+        error = sqlite_user_error(exc, path)
+        if error is None:
             raise
-        if "locked" in message or "busy" in message:
-            raise KnowledgeBaseLocked(
-                f"the knowledge base {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
-                " — wait for the other run or sweep to finish and try again"
-            ) from exc
-        if "unable to open database" in message or "readonly" in message:
-            where = Path(path)
-            raise InputError(
-                f"cannot open the knowledge base {where} for writing ({exc}) — make it and its folder"
-                f" {where.parent} writable (SQLite also creates {where.name}-wal and -shm there), or pass --home DIR"
-            ) from exc
-        if "not a database" in message or "malformed" in message or "corrupt" in message:
-            raise DatabaseCorrupt(
-                f"{path} is not a readable SQLite database ({exc}) — move it aside and rerun,"
-                " or restore it from a backup"
-            ) from exc
-        raise
+        raise error from exc
+
+
+def sqlite_user_error(exc: BaseException, path: Path | str) -> DeepResearchError | None:
+    """The user error (naming `path` and the fix) for SQLite's locked, read-only or corrupt errors; else None."""
+    if type(exc).__name__ not in ("OperationalError", "DatabaseError"):
+        return None
+    message = str(exc).lower()
+    if "locked" in message or "busy" in message:
+        return KnowledgeBaseLocked(
+            f"the knowledge base {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
+            " — wait for the other run or sweep to finish and try again"
+        )
+    if "unable to open database" in message or "readonly" in message:
+        where = Path(path)
+        return InputError(
+            f"cannot open the knowledge base {where} for writing ({exc}) — make it and its folder"
+            f" {where.parent} writable (SQLite also creates {where.name}-wal and -shm there), or pass --home DIR"
+        )
+    if "not a database" in message or "malformed" in message or "corrupt" in message:
+        return DatabaseCorrupt(
+            f"{path} is not a readable SQLite database ({exc}) — move it aside and rerun, or restore it from a backup"
+        )
+    return None
 
 
 def _create_private(path: Path) -> None:

@@ -39,12 +39,21 @@ def new_id(now: float | None = None) -> str:
     return "".join(reversed(chars))
 
 
+def _category_key(category: str) -> str:
+    return re.sub(r"[\s\-]+", "_", category.strip().lower())
+
+
 def normalize_category(category: str | None) -> str:
     """Map free-form category text to a known category; unknown or missing → strategy."""
     if not category:
         return DEFAULT_CATEGORY
-    key = re.sub(r"[\s\-]+", "_", category.strip().lower())
+    key = _category_key(category)
     return key if key in CATEGORIES else DEFAULT_CATEGORY
+
+
+def is_known_category(category: str) -> bool:
+    """True when `category` names a known category (any case, spaces or hyphens for underscores)."""
+    return _category_key(category) in CATEGORIES
 
 
 def normalize_text(text: str) -> str:

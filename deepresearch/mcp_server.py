@@ -294,8 +294,8 @@ def _research(
 ) -> Any:
     """The research tool's worker thread: one run on its own connection, progress sent to the client."""
     from deepresearch.cli.common import to_jsonable
-    from deepresearch.cli.research import _render
     from deepresearch.research.loop import options_from_config, run_research
+    from deepresearch.research.progress import describe
 
     sent = 0
 
@@ -303,7 +303,7 @@ def _research(
         nonlocal sent
         if stop.is_set():
             raise RunCancelled()
-        line = _render(event, **info)
+        line = describe(event, **info)
         if line:
             sent += 1
             anyio.from_thread.run(ctx.report_progress, sent, None, line)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from deepresearch.config import Config, load_config
-from deepresearch.errors import InputError
+from deepresearch.errors import InputError, NotFound
 from deepresearch.files import private_dir
 
 HOME_ENV = "DEEPRESEARCH_HOME"
@@ -44,11 +44,15 @@ class Workspace:
         config_file: Path | None = None,
         overrides: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        create: bool = True,
     ) -> Workspace:
-        """Resolve the folder, create it if needed, and load the effective config."""
+        """Resolve the folder, create it if needed (`create=False`: it must exist), and load the config."""
         path = resolve_home(home, env)
         if path.exists() and not path.is_dir():
             raise InputError(f"workspace {path} is a file, not a folder — pass --home DIR")
+        if not create and not path.is_dir():
+            # e.g. a cron sweep with a wrong or missing DEEPRESEARCH_HOME must fail, not start an empty KB
+            raise NotFound(f"no workspace at {path} (knowledge base {path / DB_NAME}) — pass --home or set {HOME_ENV}")
         config = load_config(home=path, config_file=config_file, env=env, overrides=overrides)
         path.mkdir(mode=0o700 if config.workspace.private else 0o777, parents=True, exist_ok=True)
         return cls(home=path, config=config)

@@ -135,3 +135,37 @@ def test_no_import_cycle() -> None:
 def test_cycle_finder_finds_a_planted_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A leading underscore means "this module's own": another module may not import it (dunders are public)."""
+    known = modules()
+    crossings = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in known and node.module != name:
+                crossings += [
+                    f"{name} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.endswith("__")
+                ]
+    assert crossings == [], "\n".join(sorted(crossings))
+
+
+def test_cli_commands_close_nothing_themselves() -> None:
+    """One way to close: cli/common.py's open_* register `ctx.call_on_close`; no command closes by hand."""
+    by_hand = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name == "common.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "close":
+                by_hand.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+            if isinstance(node, ast.Try) and node.finalbody:
+                by_hand.append(f"{path.name}:{node.lineno} try/finally")
+            if isinstance(node, ast.Attribute) and ast.unparse(node) in (
+                "KnowledgeBase.from_workspace",
+                "SearchCache.from_workspace",
+            ):
+                by_hand.append(f"{path.name}:{node.lineno} {ast.unparse(node)} (use open_kb/open_cache)")
+    assert by_hand == [], "\n".join(by_hand)

@@ -106,3 +106,53 @@ def test_kb_query_and_corpus_search_do_not_import_heavy_modules(home, tmp_path):
 def test_module_entry_point(argv):
     proc = subprocess.run([sys.executable, "-m", "deepresearch", *argv], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_opened_workspace_is_closed_even_when_the_command_fails(home, monkeypatch):
+    """One close path (ctx.call_on_close): a failing `search` used to leave its workspace and cache open."""
+    from deepresearch.workspace import Workspace
+
+    opened: list[Workspace] = []
+    closed: list[Workspace] = []
+    real_open, real_close = Workspace.open.__func__, Workspace.close  # type: ignore[attr-defined]
+
+    def recording_open(cls, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(real_open(cls, *args, **kwargs))
+        return opened[-1]
+
+    def recording_close(self):  # type: ignore[no-untyped-def]
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(Workspace, "open", classmethod(recording_open))
+    monkeypatch.setattr(Workspace, "close", recording_close)
+    monkeypatch.setenv("DEEPRESEARCH__SEARCH__SEARXNG__BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("DEEPRESEARCH__SEARCH__SEARXNG__MAX_RETRIES", "0")
+    cases = [
+        (["search", "q", "--backend", "searxng"], 1),
+        (["runs", "show", "no-such-run"], 1),
+        (["kb", "history", "no-such-fact"], 1),
+        (["kb", "stats", "--json"], 0),
+        (["corpus", "search", "q"], 0),
+        (["cache", "stats"], 0),
+    ]
+    for args, code in cases:
+        opened.clear()
+        closed.clear()
+        result = runner.invoke(app, ["--home", str(home), *args])
+        assert result.exit_code == code, (args, result.output)
+        assert opened and all(any(c is o for c in closed) for o in opened), args
+    assert sorted(p.name for p in home.iterdir()) == ["cache", "deepresearch.db"]  # no -wal/-shm: closed
+
+
+def test_missing_workspace_is_an_error_only_where_a_command_asks(tmp_path):
+    """The "workspace must exist" rule lives in Workspace.open(create=False), which `kb sweep` asks for."""
+    from deepresearch.errors import NotFound
+    from deepresearch.workspace import Workspace
+
+    missing = tmp_path / "nowhere"
+    with pytest.raises(NotFound, match="no workspace at"):
+        Workspace.open(missing, create=False)
+    assert not missing.exists()
+    Workspace.open(missing).close()
+    assert missing.is_dir()

@@ -238,3 +238,14 @@ def test_sweep_of_a_missing_workspace_fails_instead_of_creating_one(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: no workspace at {missing} (knowledge base {missing / 'deepresearch.db'})")
     assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    ("category", "warned"),
+    [("market_data", False), ("Market-Data", False), ("market  data", False), ("weather", True)],
+)
+def test_add_warns_only_for_an_unknown_category(home, fake_model, category, warned):
+    """One normalization (facts.is_known_category): "market  data" was warned about, then stored as market_data."""
+    result = kb(home, "add", f"Fact filed under {category}", "--source", "https://example.com/c", "-c", category)
+    assert result.exit_code == 0, result.output
+    assert ("Warning: unknown category" in result.stderr) is warned

@@ -1,4 +1,9 @@
-"""Helpers every command module shares: the workspace from global options, JSON output."""
+"""Helpers every command module shares: the workspace from global options, JSON output.
+
+A command opens what it needs through `open_workspace` / `open_kb` / `open_cache`; each
+registers its close with `ctx.call_on_close`, so a command never closes anything itself and
+everything is closed when the command ends, whether it returns or raises.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +15,47 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.search.cache import SearchCache
     from deepresearch.workspace import Workspace
 
+# ctx.meta key (shared by every context of one invocation): the KB file a command opened.
+KB_PATH = "deepresearch.kb_path"
 
-def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None) -> Workspace:
-    """The workspace chosen by the global --home/--config options plus command flag overrides."""
+
+def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None, *, create: bool = True) -> Workspace:
+    """The workspace chosen by the global --home/--config options plus command flag overrides,
+    closed when the command ends. `create=False`: a missing workspace is an error, not a new one."""
     from deepresearch.workspace import Workspace
 
-    root = ctx.find_root()
-    params = root.params if root is not None else {}
+    params = ctx.find_root().params
     home: Path | None = params.get("home")
     config_file: Path | None = params.get("config")
-    return Workspace.open(home, config_file=config_file, overrides=overrides)
+    ws = Workspace.open(home, config_file=config_file, overrides=overrides, create=create)
+    ctx.call_on_close(ws.close)
+    return ws
+
+
+def open_kb(ctx: typer.Context, ws: Workspace | None = None, *, create: bool = True) -> KnowledgeBase:
+    """The knowledge base of `ws` (default: the workspace, opened here), closed when the command ends.
+
+    SQLite errors of a command that opened the KB are then named for the KB file by the root's
+    error translation (locked: wait; read-only: make it writable; corrupt: move it aside).
+    """
+    from deepresearch.kb.store import KnowledgeBase
+
+    ws = ws or open_workspace(ctx, create=create)
+    ctx.meta[KB_PATH] = ws.db_path
+    return KnowledgeBase.from_workspace(ws)
+
+
+def open_cache(ctx: typer.Context, ws: Workspace) -> SearchCache:
+    """The workspace's search cache, closed when the command ends."""
+    from deepresearch.search.cache import SearchCache
+
+    cache = SearchCache.from_workspace(ws)
+    ctx.call_on_close(cache.close)
+    return cache
 
 
 def json_default(obj: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
+from deepresearch.cli.common import echo_json, is_tty, open_cache, open_workspace, status, warn
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
@@ -50,17 +50,6 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
             typer.echo(f"   {result.snippet}")
 
 
-def _evict_cached_corpus_results(ws: Any) -> None:
-    """Cached corpus searches are stale once documents change."""
-    from deepresearch.search.cache import SearchCache
-
-    cache = SearchCache.from_workspace(ws)
-    try:
-        cache.evict_backend("corpus")
-    finally:
-        cache.close()
-
-
 @app.command("add")
 def add(
     ctx: typer.Context,
@@ -73,17 +62,13 @@ def add(
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
 ) -> None:
     """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced)."""
-    from deepresearch.search.corpus import Corpus
+    from deepresearch.search.documents import add_documents
     from deepresearch.search.readers import TableSpec
 
-    ws = open_workspace(ctx)
-    corpus = Corpus.from_workspace(ws)
     spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
-    report = corpus.add_paths(paths, table=spec, glob=glob, progress=_progress_line())
+    report = add_documents(open_workspace(ctx), paths, table=spec, glob=glob, progress=_progress_line())
     if is_tty():
         typer.echo("", err=True)
-    if report.documents or report.removed_documents:
-        _evict_cached_corpus_results(ws)
     for message in report.errors:
         typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
     if as_json:
@@ -96,7 +81,6 @@ def add(
             f" in {report.seconds:.1f}s ({rate:.1f} chunks/s)"
             + (f"; {report.duplicates} duplicate documents ignored" if report.duplicates else "")
         )
-    ws.close()
     if report.errors:
         raise typer.Exit(1)
 
@@ -108,7 +92,6 @@ def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
 
     ws = open_workspace(ctx)
     sources = Corpus(ws.db, None, ws.config.search.corpus).sources()
-    ws.close()
     if as_json:
         echo_json(sources)
         return
@@ -136,7 +119,6 @@ def search_corpus(
     if corpus.count_chunks() == 0 and not as_json:
         warn("the corpus is empty — add documents with `deepresearch corpus add PATH`")
     results = corpus.search(query, count, mode=chosen)
-    ws.close()
     _render_results(results, query, as_json, {"backend": "corpus", "mode": chosen})
 
 
@@ -149,14 +131,11 @@ def remove(
 ) -> None:
     """Remove ingested files (their documents, chunks, index rows and vectors)."""
     from deepresearch.errors import InputError
-    from deepresearch.search.corpus import Corpus
+    from deepresearch.search.documents import remove_documents
 
     if not paths and not all_sources:
         raise InputError("name the files to remove (see `deepresearch corpus list`) or pass --all")
-    ws = open_workspace(ctx)
-    removed = Corpus(ws.db, None, ws.config.search.corpus).remove(paths or [], all_sources=all_sources)
-    _evict_cached_corpus_results(ws)
-    ws.close()
+    removed = remove_documents(open_workspace(ctx), paths or [], all_sources=all_sources)
     if as_json:
         echo_json({"removed_documents": removed})
     else:
@@ -173,16 +152,13 @@ def search(
 ) -> None:
     """Search with the configured backend through the short-term cache."""
     from deepresearch.search.backends import get_backend
-    from deepresearch.search.cache import SearchCache, cached_search
+    from deepresearch.search.cache import cached_search
 
     ws = open_workspace(ctx)
     cfg = ws.config.search
     engine = get_backend(backend or cfg.backend, ws)
-    cache = SearchCache.from_workspace(ws) if cfg.cache.enabled and not no_cache else None
+    cache = open_cache(ctx, ws) if cfg.cache.enabled and not no_cache else None
     results, hit, key = cached_search(engine, query, count or cfg.results_per_query, cache)
-    if cache is not None:
-        cache.close()
-    ws.close()
     if hit and not as_json:
         status(f"(from cache, key {key})")
     _render_results(results, query, as_json, {"backend": engine.name, "cache_hit": hit, "cache_key": key})
@@ -191,12 +167,7 @@ def search(
 @cache_app.command("stats")
 def cache_stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show cache entries, size on disk, hits and misses."""
-    from deepresearch.search.cache import SearchCache
-
-    ws = open_workspace(ctx)
-    cache = SearchCache.from_workspace(ws)
-    stats = cache.stats()
-    cache.close()
+    stats = open_cache(ctx, open_workspace(ctx)).stats()
     if as_json:
         echo_json(stats)
         return
@@ -209,12 +180,7 @@ def cache_stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"
 @cache_app.command("clear")
 def cache_clear(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Delete every cached search result and reset the counters."""
-    from deepresearch.search.cache import SearchCache
-
-    ws = open_workspace(ctx)
-    cache = SearchCache.from_workspace(ws)
-    removed = cache.clear()
-    cache.close()
+    removed = open_cache(ctx, open_workspace(ctx)).clear()
     if as_json:
         echo_json({"removed": removed})
     else:

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, open_workspace, status, warn
+from deepresearch.cli.common import echo_json, open_kb, open_workspace, status, warn
 
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
-
-
-@contextlib.contextmanager
-def _kb(ctx: typer.Context) -> Iterator[Any]:
-    """The workspace knowledge base; SQLite lock/corruption errors become user errors."""
-    from deepresearch.db import sqlite_errors
-    from deepresearch.kb.store import KnowledgeBase
-
-    ws = open_workspace(ctx)
-    try:
-        with sqlite_errors(ws.db_path):
-            yield KnowledgeBase.from_workspace(ws)
-    finally:
-        ws.close()
 
 
 MAX_WARNINGS = 20
@@ -75,14 +60,12 @@ def add(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Add one fact (an exact duplicate reconfirms the stored fact)."""
-    from deepresearch.facts import CATEGORIES, Fact, normalize_category
+    from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY, Fact, is_known_category
 
-    if category and normalize_category(category) != category.strip().lower().replace("-", "_").replace(" ", "_"):
-        warn(f"unknown category {category!r}; storing it as 'strategy' (known: {', '.join(CATEGORIES)})")
-    with _kb(ctx) as kb:
-        result = kb.add_facts(
-            [Fact(text, source, research_topic=topic, category=category or "", confidence=confidence)]
-        )
+    if category and not is_known_category(category):
+        warn(f"unknown category {category!r}; storing it as {DEFAULT_CATEGORY!r} (known: {', '.join(CATEGORIES)})")
+    kb = open_kb(ctx)
+    result = kb.add_facts([Fact(text, source, research_topic=topic, category=category or "", confidence=confidence)])
     _report_add(result, as_json)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)
@@ -99,8 +82,8 @@ def import_(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Import facts from JSONL (the shape `kb export --format jsonl` writes)."""
-    with _kb(ctx) as kb:
-        result = kb.import_jsonl(file)
+    kb = open_kb(ctx)
+    result = kb.import_jsonl(file)
     _report_add(result, as_json, list_ids=False)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)
@@ -162,17 +145,17 @@ def query(
     """Recall facts related to TEXT, filtered and decayed by the lifecycle mode."""
     from deepresearch.kb.lifecycle import age_tag
 
-    with _kb(ctx) as kb:
-        kb.one_shot = True  # one query per process: a direct KNN beats loading a RAM index
-        recall = kb.query(
-            text,
-            top_k=top_k,
-            min_confidence=min_confidence,
-            mode=lifecycle,
-            freshness=fresh,
-            category=category,
-            include_expired=include_expired,
-        )
+    kb = open_kb(ctx)
+    kb.one_shot = True  # one query per process: a direct KNN beats loading a RAM index
+    recall = kb.query(
+        text,
+        top_k=top_k,
+        min_confidence=min_confidence,
+        mode=lifecycle,
+        freshness=fresh,
+        category=category,
+        include_expired=include_expired,
+    )
     if recall.degraded:
         warn(f"keyword search only, not semantic recall: {recall.reason}")
     if as_json:
@@ -207,17 +190,9 @@ def sweep(
     ),
 ) -> None:
     """Expire facts past their TTL (cron-safe: short transactions, exit 0 on success)."""
-    from deepresearch.errors import NotFound
-    from deepresearch.workspace import DB_NAME, resolve_home
-
     # A cron job with a wrong or missing DEEPRESEARCH_HOME must fail, not sweep a new empty KB.
-    home = resolve_home(ctx.find_root().params.get("home"))
-    if not home.is_dir():
-        raise NotFound(
-            f"no workspace at {home} (knowledge base {home / DB_NAME}) — pass --home or set DEEPRESEARCH_HOME"
-        )
-    with _kb(ctx) as kb:
-        result = kb.sweep(purge=purge, batch=batch, dry_run=dry_run)
+    kb = open_kb(ctx, create=False)
+    result = kb.sweep(purge=purge, batch=batch, dry_run=dry_run)
     if as_json:
         echo_json(result)
     elif not quiet:
@@ -233,8 +208,8 @@ def history(
     """Show every recorded change of one fact."""
     from datetime import datetime, timezone
 
-    with _kb(ctx) as kb:
-        events = kb.history(fact_id)
+    kb = open_kb(ctx)
+    events = kb.history(fact_id)
     if as_json:
         echo_json(events)
         return
@@ -251,9 +226,9 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
 ) -> None:
     """Verify that facts, sources, history, vectors and FTS rows agree (exit 1 on problems)."""
-    with _kb(ctx) as kb:
-        problems = kb.check()
-        unchecked = None if getattr(kb.conn, "vec_version", None) else getattr(kb.conn, "vec_error", None)
+    kb = open_kb(ctx)
+    problems = kb.check()
+    unchecked = None if getattr(kb.conn, "vec_version", None) else getattr(kb.conn, "vec_error", None)
     if as_json:
         echo_json({"ok": not problems, "problems": problems, "vectors_not_checked": unchecked})
     else:
@@ -272,8 +247,8 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
 ) -> None:
     """Counts by category and status, age histogram, expiring soon, confidence, top sources."""
-    with _kb(ctx) as kb:
-        data = kb.stats()
+    kb = open_kb(ctx)
+    data = kb.stats()
     if as_json:
         echo_json(data)
         return
@@ -308,15 +283,15 @@ def export(
     if output is None and fmt == "parquet":
         typer.echo("Error: parquet is binary — pass --output FILE", err=True)
         raise typer.Exit(2)
-    with _kb(ctx) as kb:
-        if output is not None:
-            count = kb.export(output, fmt, overwrite=force)
-            status(f"exported {count} facts to {output}")
-            return
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"facts.{fmt}"
-            kb.export(path, fmt)
-            typer.echo(path.read_text(encoding="utf-8"), nl=False)
+    kb = open_kb(ctx)
+    if output is not None:
+        count = kb.export(output, fmt, overwrite=force)
+        status(f"exported {count} facts to {output}")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"facts.{fmt}"
+        kb.export(path, fmt)
+        typer.echo(path.read_text(encoding="utf-8"), nl=False)
 
 
 @app.command("compress")
@@ -329,24 +304,18 @@ def compress(
     as_json: bool = typer.Option(False, "--json", help="Print the merges as JSON."),
 ) -> None:
     """Merge near-duplicate facts across the KB (old rows superseded, contradictions flagged)."""
-    from deepresearch.db import sqlite_errors
     from deepresearch.errors import DeepResearchError
-    from deepresearch.kb.store import KnowledgeBase
 
     ws = open_workspace(ctx)
-    try:
-        chat = None
-        if not no_model:
-            from deepresearch.models.llm import get_chat_model
+    chat = None
+    if not no_model:
+        from deepresearch.models.llm import get_chat_model
 
-            try:
-                chat = get_chat_model(ws.config.llm)
-            except DeepResearchError as exc:
-                warn(f"no chat model, fusing texts mechanically: {exc}")
-        with sqlite_errors(ws.db_path):
-            result = KnowledgeBase.from_workspace(ws).compress(chat, dry_run=dry_run)
-    finally:
-        ws.close()
+        try:
+            chat = get_chat_model(ws.config.llm)
+        except DeepResearchError as exc:
+            warn(f"no chat model, fusing texts mechanically: {exc}")
+    result = open_kb(ctx, ws).compress(chat, dry_run=dry_run)
     if as_json:
         echo_json(result)
         return
@@ -371,9 +340,9 @@ def conflicts(
     as_json: bool = typer.Option(False, "--json", help="Print the conflicts as JSON."),
 ) -> None:
     """List contradicting facts kept side by side, to re-verify (merging could not fuse them)."""
-    with _kb(ctx) as kb:
-        found = kb.conflicts(include_resolved=include_resolved)
-        texts = {i: kb.get(i).fact for c in found for i in (c.fact_id, c.other_id)}
+    kb = open_kb(ctx)
+    found = kb.conflicts(include_resolved=include_resolved)
+    texts = {i: kb.get(i).fact for c in found for i in (c.fact_id, c.other_id)}
     if as_json:
         echo_json([{**vars(c), "fact": texts[c.fact_id], "other_fact": texts[c.other_id]} for c in found])
         return
@@ -391,9 +360,9 @@ def reembed(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Rebuild every fact vector with the configured embedding model (after changing models)."""
-    with _kb(ctx) as kb:
-        count = kb.reembed(progress=lambda done, total: status(f"embedded {done}/{total}"))
-        model = kb.embedder().model_id
+    kb = open_kb(ctx)
+    count = kb.reembed(progress=lambda done, total: status(f"embedded {done}/{total}"))
+    model = kb.embedder().model_id
     if as_json:
         echo_json({"facts": count, "model": model})
     else:

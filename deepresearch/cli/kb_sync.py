@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, status, warn
+from deepresearch.cli.common import echo_json, is_tty, open_kb, status, warn
 
 sync_app = typer.Typer(help="Synchronise the knowledge base with a vector database.", no_args_is_help=True)
 
@@ -34,7 +34,6 @@ def milvus(
 ) -> None:
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
     direction = _direction(push, pull, both)
-    from deepresearch.cli.kb import _kb
     from deepresearch.kb.sync import sync_milvus, validate_collection
 
     validate_collection(collection)  # fail before opening the workspace or loading anything
@@ -43,8 +42,8 @@ def milvus(
         if is_tty():
             status(f"{stage}: {done}/{total}" if total else f"{stage}: {done} read")
 
-    with _kb(ctx) as kb:
-        report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
+    kb = open_kb(ctx)
+    report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
     for message in report.warnings[:20]:
         warn(message)
     if as_json:

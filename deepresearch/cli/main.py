@@ -23,7 +23,8 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
     """Root group: every user-facing error raised below it is shown as one clean line.
 
     That is the project's own `DeepResearchError`s plus the OS, SQLite, YAML, Unicode and
-    DuckDB errors `errors.user_message` knows; anything else is a bug and keeps its traceback.
+    DuckDB errors `errors.user_message` knows (SQLite's locked/read-only/corrupt errors name the
+    KB file and the fix when the command opened the KB); anything else is a bug and keeps its traceback.
     Credentials inside URLs are redacted from the line.
     """
 
@@ -36,10 +37,14 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
             typer.echo("Error: interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as exc:
+            from deepresearch.cli.common import KB_PATH
+            from deepresearch.db import sqlite_user_error
             from deepresearch.errors import user_message
             from deepresearch.text import redact_secrets
 
-            message = user_message(exc)
+            # SQLite's locked/read-only/corrupt errors name the KB file when the command opened the KB.
+            kb_path = ctx.meta.get(KB_PATH)
+            message = user_message((sqlite_user_error(exc, kb_path) if kb_path else None) or exc)
             if message is None or os.environ.get(RAISE_ENV):
                 raise
             typer.echo(f"Error: {redact_secrets(message)}", err=True)

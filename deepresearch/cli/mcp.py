@@ -28,8 +28,5 @@ def mcp(
 
     # Opened now so a bad --home, config or database fails before a client connects, not on its first call.
     ws = open_workspace(ctx)
-    try:
-        ws.db  # noqa: B018 (connecting applies migrations and checks the file)
-    finally:
-        ws.close()
+    ws.db  # noqa: B018 (connecting applies migrations and checks the file; each call opens its own)
     build_server(ws, allow_write=allow_write).run("stdio")

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, open_workspace, status, warn
+from deepresearch.cli.common import echo_json, open_kb, open_workspace, status, warn
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
 
@@ -113,9 +113,7 @@ def extract(
         warn(f"the model failed, facts come from the extractive fallback: {result.error}")
     stored: dict[str, Any] = {}
     if store and result.facts:
-        from deepresearch.kb.store import KnowledgeBase
-
-        added = KnowledgeBase.from_workspace(ws).add_facts(result.facts)
+        added = open_kb(ctx, ws).add_facts(result.facts)
         stored = {
             "added": len(added.added),
             "reconfirmed": len(added.reconfirmed),

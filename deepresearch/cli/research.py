@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
+from deepresearch.research.progress import describe
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
 
@@ -25,43 +26,13 @@ class Backend(str, Enum):
     searxng = "searxng"
 
 
-def _render(event: str, **info: Any) -> str | None:
-    """One progress line per step event (None for events that have no line)."""
-    loop = f"[loop {info.get('loop', 0) + (0 if event == 'reflect' else 1)}]"
-    if event == "recall":
-        note = f" — {info['note']}" if info.get("note") else ""
-        return f"{loop} recall: {info['known']} known facts{note}"
-    if event == "plan":
-        return f"{loop} plan ({info['method']}): " + (" | ".join(info["queries"]) or "nothing to search")
-    if event == "search":
-        if info.get("skipped"):
-            return f'{loop} search "{info["query"]}": skipped ({info["skipped"]})'
-        return f'{loop} search "{info["query"]}": {info["hits"]} hits, {info["new"]} new, cache {info["cache"]}'
-    if event == "rank":
-        best = f"; best answer so far: {info['candidate']}" if info.get("candidate") else ""
-        return f"{loop} rank: {info['passages']} passages, {info['cited']} cited{best}"
-    if event == "extract":
-        off = f", {info['skipped']} off-topic not stored" if info.get("skipped") else ""
-        return f"{loop} extract {info['source']}: {info['facts']} facts on the question{off} ({info['method']})"
-    if event == "reflect":
-        nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
-        return f"{loop} reflect: {info['new_sources']} new sources, {info['new_facts']} new facts; {nxt}"
-    if event == "report":
-        counts = f"{info['citations']} citations, {info['sources']} sources"
-        return (
-            f"report: {counts}, {info['invalid']} invalid citations dropped; answer: {info['method']};"
-            f" model used for: {info.get('model_steps', 'none')}"
-        )
-    return None
-
-
 def _progress(event: str, **info: Any) -> None:
     """Progress on stderr: a line per step; a live status line on a terminal while the model works."""
     if event == "model":
         if is_tty():
             typer.echo(f"\r\033[K… model: {info['what']}", err=True, nl=False)
         return
-    line = _render(event, **info)
+    line = describe(event, **info)
     if line:
         status(("\r\033[K" if is_tty() else "") + line)
 
@@ -109,25 +80,22 @@ def research(
     if resume and any(f is not None for f in given):
         warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)
-    try:
-        options = (
-            None
-            if resume
-            else options_from_config(
-                ws,
-                loops=loops,
-                queries=queries,
-                fresh=fresh and fresh.value,
-                lifecycle=lifecycle and effective_mode(lifecycle, ws.config.kb),
-                backend=backend and backend.value,
-                use_cache=False if no_cache else None,
-                kb_write=False if no_kb_write else None,
-                budget=budget,
-            )
+    options = (
+        None
+        if resume
+        else options_from_config(
+            ws,
+            loops=loops,
+            queries=queries,
+            fresh=fresh and fresh.value,
+            lifecycle=lifecycle and effective_mode(lifecycle, ws.config.kb),
+            backend=backend and backend.value,
+            use_cache=False if no_cache else None,
+            kb_write=False if no_kb_write else None,
+            budget=budget,
         )
-        result = run_research(ws, question, options, resume=resume, progress=_progress, out=out)
-    finally:
-        ws.close()
+    )
+    result = run_research(ws, question, options, resume=resume, progress=_progress, out=out)
     if as_json:
         echo_json(result)
     else:
@@ -150,11 +118,7 @@ def runs_list(
     """List saved research runs, newest first."""
     from deepresearch.research.runs import RunStore
 
-    ws = open_workspace(ctx)
-    try:
-        _print_runs(RunStore(ws.db).recent(limit), as_json)
-    finally:
-        ws.close()
+    _print_runs(RunStore(open_workspace(ctx).db).recent(limit), as_json)
 
 
 @runs_app.command("search")
@@ -167,11 +131,7 @@ def runs_search(
     """Find saved runs whose question or report contains TEXT."""
     from deepresearch.research.runs import RunStore
 
-    ws = open_workspace(ctx)
-    try:
-        _print_runs(RunStore(ws.db).search(text, limit), as_json)
-    finally:
-        ws.close()
+    _print_runs(RunStore(open_workspace(ctx).db).search(text, limit), as_json)
 
 
 @runs_app.command("show")
@@ -183,11 +143,7 @@ def runs_show(
     """Show one run's report (or, with --json, its steps, counters and report)."""
     from deepresearch.research.runs import RunStore
 
-    ws = open_workspace(ctx)
-    try:
-        record = RunStore(ws.db).get(run_id)
-    finally:
-        ws.close()
+    record = RunStore(open_workspace(ctx).db).get(run_id)
     if as_json:
         echo_json(record)
     elif record.report:

@@ -1,0 +1,48 @@
+"""The corpus as commands change it: add or remove documents, then forget the cached corpus
+searches the change made stale (a cached result could name a removed document or miss a new
+one). Every front end that changes documents goes through here, so no caller can forget the
+eviction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from deepresearch.search.corpus import Corpus
+
+if TYPE_CHECKING:
+    from deepresearch.search.readers import TableSpec
+    from deepresearch.workspace import Workspace
+
+
+def add_documents(
+    ws: Workspace,
+    paths: Iterable[Path | str],
+    *,
+    table: TableSpec | None = None,
+    glob: str | None = None,
+    progress: Callable[[Any], None] | None = None,
+) -> Any:
+    """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go."""
+    report = Corpus.from_workspace(ws).add_paths(paths, table=table, glob=glob, progress=progress)
+    if report.documents or report.removed_documents:
+        _forget_cached_corpus_searches(ws)
+    return report
+
+
+def remove_documents(ws: Workspace, paths: Iterable[Path | str] = (), *, all_sources: bool = False) -> int:
+    """Remove ingested files (or all) from the workspace corpus; returns the documents deleted."""
+    removed = Corpus(ws.db, None, ws.config.search.corpus).remove(paths, all_sources=all_sources)
+    _forget_cached_corpus_searches(ws)
+    return removed
+
+
+def _forget_cached_corpus_searches(ws: Workspace) -> None:
+    from deepresearch.search.cache import SearchCache
+
+    cache = SearchCache.from_workspace(ws)
+    try:
+        cache.evict_backend("corpus")
+    finally:
+        cache.close()
