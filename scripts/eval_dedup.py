@@ -2,14 +2,16 @@
 """Merging, updates and contradictions: STS-B (English dev split) and RGB counterfactual facts.
 
     python scripts/eval_dedup.py ../shared/eval/paraphrase/stsb/stsb-en-dev.csv \
-        [--rgb ../shared/eval/conflict/rgb_fact_dev.jsonl] [--json]
+        [--rgb ../shared/eval/conflict/rgb_fact_dev.jsonl [--classify] [--rgb-items N]] [--json]
 
 RGB (with --rgb): every `positive[i]` is stored in a fresh knowledge base through the real
 write path (one batch, verified at T0), then every `positive_wrong[i]` (the same passage with
 the answer swapped) is added one at a time as the newer fact (T1). A pair is linked when the
 wrong fact superseded the positive one (an update), was flagged against it (a contradiction),
 or reconfirmed it; any link between facts of different items is a wrong link. Reported: the
-share of pairs linked, and wrong links among all cross-item fact pairs.
+share of pairs linked, and wrong links among all cross-item fact pairs. With --classify the RGB
+pass runs a second time with `kb.classify_with_model` on and the configured chat model (the
+shipped GGUF by default), counting its calls and the merges and flags it decided.
 
 Embeds both sentences of every pair with the configured embedding model (all-MiniLM-L6-v2),
 reports the Spearman correlation of cosine vs. the gold score (published anchor: 0.82 on
@@ -39,10 +41,12 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from deepresearch.config import EmbeddingConfig, KBConfig
+from deepresearch.config import EmbeddingConfig, KBConfig, LLMConfig
 from deepresearch.facts import Fact, text_hash
 from deepresearch.kb.merge import relation
+from deepresearch.models.base import ChatModel, Completion, Message
 from deepresearch.models.embed import get_embedder
+from deepresearch.models.llm import get_chat_model
 from deepresearch.text import words
 
 THRESHOLDS = [round(0.70 + 0.025 * i, 3) for i in range(12)]  # 0.70 … 0.975
@@ -84,19 +88,42 @@ def jaccard(a: str, b: str) -> float:
     return len(x & y) / len(x | y) if x | y else 0.0
 
 
-def eval_rgb(path: Path) -> dict[str, Any]:
-    """Store RGB positives, then each counterfactual as the newer fact; count links (see the docstring)."""
+class CountingModel(ChatModel):
+    """The configured chat model, counting its calls by kind (classification or fusion)."""
+
+    def __init__(self, inner: ChatModel):
+        self.inner, self.name, self.calls = inner, inner.name, {"classify": 0, "fuse": 0}
+
+    def complete(
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """Count, then ask the real model."""
+        self.calls["classify" if schema and "relation" in schema.get("properties", {}) else "fuse"] += 1
+        return self.inner.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
+
+
+def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) -> dict[str, Any]:
+    """Store RGB positives, then each counterfactual as the newer fact; count links (see the docstring).
+
+    `classify`: kb.classify_with_model on, with the configured chat model (one call per candidate pair)."""
     import tempfile
 
     from deepresearch.db import connect
     from deepresearch.kb.store import KnowledgeBase
 
     items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = items[:limit] if limit else items
     pairs = [(it["id"], p, w) for it in items for p, w in zip(it["positive"], it["positive_wrong"], strict=False)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         conn = connect(Path(tmp) / "rgb.db")
-        kb = KnowledgeBase(conn, get_embedder(EmbeddingConfig()), KBConfig())
+        kb = KnowledgeBase(conn, get_embedder(EmbeddingConfig()), KBConfig(classify_with_model=classify))
+        model = CountingModel(get_chat_model(LLMConfig())) if classify else None
+        kb.merge_model = model
         owners: dict[str, set[int]] = {}  # fact id → the items whose text it holds
         t0, t1 = 1_700_000_000.0, 1_700_086_400.0
         stored = kb.add_facts([Fact(p, f"https://rgb.example/{n}/{i}") for n, (i, p, _) in enumerate(pairs)], now=t0)
@@ -110,9 +137,12 @@ def eval_rgb(path: Path) -> dict[str, Any]:
             cross += sum(1 for a in joined for b in joined if a != b) // 2
             owners.setdefault(merge.new_id or "", set()).update(*joined)
         counts: dict[str, int] = {"superseded": 0, "flagged": 0, "same_text": 0}
+        by_model = {"merges": sum(m.method == "model" for m in stored.merged), "flags": 0}
         linked = 0
         for n, (item, _, wrong) in enumerate(pairs):
             result = kb.add_facts([Fact(wrong, f"https://rgb.example/wrong/{n}", verified_at=t1)], now=t1)
+            by_model["merges"] += sum(m.method == "model" for m in result.merged)
+            by_model["flags"] += sum(r.startswith("model:") for _, _, r in result.flagged)
             touched: list[tuple[str, str]] = [("superseded", i) for m in result.merged for i in m.old_ids]
             touched += [("flagged", other) for _, other, _ in result.flagged]
             if not touched:
@@ -139,6 +169,7 @@ def eval_rgb(path: Path) -> dict[str, Any]:
         "cross_pairs": cross_pairs,
         "cross_share": round(cross / cross_pairs, 6),
         "seconds": round(time.perf_counter() - started, 1),
+        **({"model_calls": model.calls, "model_decided": by_model} if model is not None else {}),
     }
 
 
@@ -150,6 +181,12 @@ def main() -> int:
     parser.add_argument("--related", type=float, default=3.0, help="gold score below which a merge is harmful")
     parser.add_argument("--min-precision", type=float, default=0.9)
     parser.add_argument("--rgb", type=Path, help="rgb_fact_dev.jsonl: linking of counterfactual pairs on write")
+    parser.add_argument(
+        "--classify",
+        action="store_true",
+        help="RGB pass with kb.classify_with_model on and the configured chat model (one call per candidate pair)",
+    )
+    parser.add_argument("--rgb-items", type=int, help="only the first N RGB items")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     left, right, gold = load_pairs(args.csv)
@@ -209,7 +246,9 @@ def main() -> int:
         "chosen_threshold": chosen,
     }
     if args.rgb is not None:
-        out["rgb"] = eval_rgb(args.rgb)
+        out["rgb"] = eval_rgb(args.rgb, limit=args.rgb_items)
+        if args.classify:
+            out["rgb_classify"] = eval_rgb(args.rgb, classify=True, limit=args.rgb_items)
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         print()
@@ -229,14 +268,18 @@ def main() -> int:
                 f"  >= {r['threshold']:<12} {r['precision']:>9.3f} {r['recall']:>7.3f} {r['f1']:>6.3f}"
                 f" {r['merged']:>7} {r['harmful']:>8.3f}"
             )
-    if "rgb" in out:
-        rgb: dict[str, Any] = out["rgb"]  # type: ignore[assignment]
+    for key, title in (("rgb", "RGB"), ("rgb_classify", "RGB, model classification on")):
+        if key not in out:
+            continue
+        rgb: dict[str, Any] = out[key]  # type: ignore[assignment]
         print(
-            f"\nRGB: {rgb['pairs']} pairs from {rgb['items']} items: linked {rgb['linked_share']:.3f}"
+            f"\n{title}: {rgb['pairs']} pairs from {rgb['items']} items: linked {rgb['linked_share']:.3f}"
             f" (superseded {rgb['superseded']}, flagged {rgb['flagged']}, same text {rgb['same_text']});"
             f" cross-item links {rgb['cross_links']} of {rgb['cross_pairs']} cross-item pairs"
             f" ({rgb['cross_share']:.5f}); {rgb['seconds']} s"
         )
+        if "model_calls" in rgb:
+            print(f"  model calls {rgb['model_calls']}; merges/flags the model decided {rgb['model_decided']}")
     print(
         f"\nsuggested kb.duplicate_similarity: {chosen} (lowest threshold where the write-path gate"
         f" makes no merge of pairs scored < {args.related:g} and precision >= {args.min_precision})"
