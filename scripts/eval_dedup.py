@@ -138,7 +138,7 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
             owners.setdefault(merge.new_id or "", set()).update(*joined)
         counts: dict[str, int] = {"superseded": 0, "flagged": 0, "same_text": 0}
         by_model = {"merges": sum(m.method == "model" for m in stored.merged), "flags": 0}
-        linked = 0
+        linked, unlinked = 0, []
         for n, (item, _, wrong) in enumerate(pairs):
             result = kb.add_facts([Fact(wrong, f"https://rgb.example/wrong/{n}", verified_at=t1)], now=t1)
             by_model["merges"] += sum(m.method == "model" for m in result.merged)
@@ -154,6 +154,8 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
                 if item in theirs and not hit:
                     hit, linked = True, linked + 1
                     counts[how] += 1
+            if not hit:
+                unlinked.append((item, wrong[:100]))
             for new in [*result.added, *(m.new_id for m in result.merged if m.new_id)]:
                 owners.setdefault(new, set()).update({item}, *(owners.get(o, set()) for _, o in touched))
         conn.close()
@@ -169,6 +171,7 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
         "cross_pairs": cross_pairs,
         "cross_share": round(cross / cross_pairs, 6),
         "seconds": round(time.perf_counter() - started, 1),
+        "unlinked": unlinked,  # (item, the counterfactual's start) of the pairs not linked
         **({"model_calls": model.calls, "model_decided": by_model} if model is not None else {}),
     }
 

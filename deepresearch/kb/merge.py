@@ -137,7 +137,13 @@ def _value(span: list[str], initial: bool, text: str) -> str | None:
         return "value"
     first = content[0]
     if initial and len(content) == 1 and span[0].strip(_PUNCT) == first and not any(c.isupper() for c in first[1:]):
-        later = {_word(t) for t in text.split()[1:] if t.strip(_PUNCT)[:1].isupper()}
+        tokens = text.split()
+        # capitalized again, and not merely because another sentence starts there
+        later = {
+            _word(t)
+            for p, t in zip(tokens, tokens[1:], strict=False)
+            if t.strip(_PUNCT)[:1].isupper() and p[-1:] not in ".!?"
+        }
         return "value" if _word(first) in later else "maybe"
     return "value"
 
@@ -243,7 +249,7 @@ def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
     if change is not None and _is_date(change):
         # only the date differs: another date for the same event, not a claim about another time
         return direction(older, newer, f"changes {change}")
-    apart = kept_apart(older.fact, newer.fact)
+    apart = _apart(older.fact, newer.fact, change)
     if apart:
         return "distinct", apart
     if not near:
@@ -258,7 +264,10 @@ def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
 
 def kept_apart(older: str, newer: str) -> str | None:
     """Why two texts are claims about different times or subjects, never to be linked (None: they may be)."""
-    change = value_change(older, newer)
+    return _apart(older, newer, value_change(older, newer))
+
+
+def _apart(older: str, newer: str, change: str | None) -> str | None:
     if change is not None and _is_date(change):
         return None  # another date for the same event
     on, nn = numbers(older), numbers(newer)
