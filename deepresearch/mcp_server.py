@@ -322,12 +322,9 @@ def _research(
         finally:
             server.research_lock.release()
         payload = to_jsonable(result)
-        if result.search_error and not result.sources:
-            return _failed(
-                payload,
-                f"no source could be searched ({result.search_error}) — the report has no evidence;"
-                " fix the backend or use the corpus backend, then run again",
-            )
+        failure = result.failure()
+        if failure:
+            return _failed(payload, failure)
         return payload
     finally:
         done.set()

@@ -1,5 +1,6 @@
 """The CLI shell: help, version, error translation and exit codes, lazy imports."""
 
+import json
 import subprocess
 import sys
 
@@ -156,3 +157,20 @@ def test_missing_workspace_is_an_error_only_where_a_command_asks(tmp_path):
     assert not missing.exists()
     Workspace.open(missing).close()
     assert missing.is_dir()
+
+
+def test_backend_choice_is_checked_against_the_registry(home):
+    """--backend is a usage error unless registered; a backend registered like a built-in is accepted."""
+    from deepresearch.search.backends import BACKENDS, register_backend
+    from tests.research_helpers import ListBackend
+
+    for args in (["search", "q", "--backend", "nope"], ["research", "q", "--backend", "nope"]):
+        result = runner.invoke(app, ["--home", str(home), *args])
+        assert result.exit_code == 2 and "'nope' is not a search backend" in result.stderr, result.output
+    register_backend("listed")(lambda ws: ListBackend())
+    try:
+        result = runner.invoke(app, ["--home", str(home), "search", "sqlite wal", "--backend", "listed", "--json"])
+    finally:
+        BACKENDS.unregister("listed")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["backend"] == "list" and json.loads(result.stdout)["results"]

@@ -249,3 +249,14 @@ def test_add_warns_only_for_an_unknown_category(home, fake_model, category, warn
     result = kb(home, "add", f"Fact filed under {category}", "--source", "https://example.com/c", "-c", category)
     assert result.exit_code == 0, result.output
     assert ("Warning: unknown category" in result.stderr) is warned
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("export", "--format", "xml"), ("query", "x", "--fresh", "bogus")],
+)
+def test_choices_are_checked_by_the_cli_framework(home, args):
+    """Usage errors (exit 2) before anything opens: the choices are Enums, not checks by hand."""
+    result = kb(home, *args)
+    assert result.exit_code == 2 and "Invalid value for" in result.stderr, result.output
+    assert list(home.iterdir()) == []  # no database was created

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,32 @@ if TYPE_CHECKING:
     from deepresearch.kb.store import KnowledgeBase
     from deepresearch.search.cache import SearchCache
     from deepresearch.workspace import Workspace
+
+
+class Fresh(str, Enum):
+    """Freshness levels (the choices of every --fresh option, checked by the CLI framework)."""
+
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+class CorpusMode(str, Enum):
+    """Corpus retrieval modes (--mode)."""
+
+    hybrid = "hybrid"
+    bm25 = "bm25"
+    vector = "vector"
+
+
+def search_backend(value: str | None) -> str | None:
+    """--backend: a registered search backend, checked like a choice (extensions and test fakes count)."""
+    from deepresearch.search.backends import BACKENDS
+
+    if value is not None and value not in BACKENDS:
+        raise typer.BadParameter(f"{value!r} is not a search backend — use one of {', '.join(BACKENDS.names())}")
+    return value
+
 
 # ctx.meta key (shared by every context of one invocation): the KB file a command opened.
 KB_PATH = "deepresearch.kb_path"

@@ -8,12 +8,21 @@ from typing import Any, List, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_cache, open_workspace, status, warn
+from deepresearch.cli.common import (
+    CorpusMode,
+    echo_json,
+    is_tty,
+    open_cache,
+    open_workspace,
+    search_backend,
+    status,
+    warn,
+)
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
 
-MODE_HELP = "hybrid (BM25 + vector, default from config) | bm25 | vector"
+MODE_HELP = "hybrid (BM25 + vector), bm25 or vector; default from search.corpus.mode."
 
 
 def _progress_line() -> Any:
@@ -107,7 +116,7 @@ def search_corpus(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
     count: int = typer.Option(5, "--count", "-n", min=1, help="Number of results."),
-    mode: Optional[str] = typer.Option(None, "--mode", help=MODE_HELP),
+    mode: Optional[CorpusMode] = typer.Option(None, "--mode", help=MODE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
     """Search the local corpus directly (no cache): best chunk of each matching document."""
@@ -115,7 +124,7 @@ def search_corpus(
 
     ws = open_workspace(ctx)
     corpus = Corpus.from_workspace(ws)
-    chosen = mode or ws.config.search.corpus.mode
+    chosen = mode.value if mode else ws.config.search.corpus.mode
     if corpus.count_chunks() == 0 and not as_json:
         warn("the corpus is empty — add documents with `deepresearch corpus add PATH`")
     results = corpus.search(query, count, mode=chosen)
@@ -145,7 +154,9 @@ def remove(
 def search(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
-    backend: Optional[str] = typer.Option(None, "--backend", "-b", help="corpus | zim | searxng (default: config)."),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", "-b", callback=search_backend, help="corpus | zim | searxng (default: config)."
+    ),
     count: Optional[int] = typer.Option(None, "--count", "-n", min=1, help="Results (default: config)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),

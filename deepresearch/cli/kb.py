@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, open_kb, open_workspace, status, warn
+from deepresearch.cli.common import Fresh, echo_json, open_kb, open_workspace, status, warn
 
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
+
+
+class ExportFormat(str, Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+    parquet = "parquet"
 
 
 MAX_WARNINGS = 20
@@ -131,9 +138,7 @@ def query(
     lifecycle: Optional[str] = typer.Option(
         None, "--lifecycle", help="off | inform | freshness | lifecycle (invalid → freshness)."
     ),
-    fresh: Optional[str] = typer.Option(
-        None, "--fresh", help="Freshness level for freshness mode: high | medium | low."
-    ),
+    fresh: Optional[Fresh] = typer.Option(None, "--fresh", help="Freshness level for freshness mode."),
     category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),
     include_expired: bool = typer.Option(
         False, "--include-expired", help="Also recall facts a sweep marked expired and superseded facts."
@@ -152,7 +157,7 @@ def query(
         top_k=top_k,
         min_confidence=min_confidence,
         mode=lifecycle,
-        freshness=fresh,
+        freshness=fresh and fresh.value,
         category=category,
         include_expired=include_expired,
     )
@@ -268,7 +273,7 @@ def stats(
 @app.command("export")
 def export(
     ctx: typer.Context,
-    fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl | csv | parquet."),
+    fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", "-f", help="File format."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="File to write (default: stdout; required for parquet)."
     ),
@@ -277,20 +282,17 @@ def export(
     """Export every fact with id, status and sources (the interchange shape `kb import` reads)."""
     import tempfile
 
-    if fmt not in ("jsonl", "csv", "parquet"):
-        typer.echo(f"Error: unknown format {fmt!r} — use jsonl, csv or parquet", err=True)
-        raise typer.Exit(2)
-    if output is None and fmt == "parquet":
+    if output is None and fmt is ExportFormat.parquet:
         typer.echo("Error: parquet is binary — pass --output FILE", err=True)
         raise typer.Exit(2)
     kb = open_kb(ctx)
     if output is not None:
-        count = kb.export(output, fmt, overwrite=force)
+        count = kb.export(output, fmt.value, overwrite=force)
         status(f"exported {count} facts to {output}")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"facts.{fmt}"
-        kb.export(path, fmt)
+        path = Path(tmp) / f"facts.{fmt.value}"
+        kb.export(path, fmt.value)
         typer.echo(path.read_text(encoding="utf-8"), nl=False)
 
 

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_workspace, status, warn
+from deepresearch.cli.common import Fresh, echo_json, is_tty, open_workspace, search_backend, status, warn
 from deepresearch.research.progress import describe
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
-
-
-class Fresh(str, Enum):
-    high = "high"
-    medium = "medium"
-    low = "low"
-
-
-class Backend(str, Enum):
-    corpus = "corpus"
-    zim = "zim"
-    searxng = "searxng"
 
 
 def _progress(event: str, **info: Any) -> None:
@@ -51,7 +38,9 @@ def research(
         help="How recalled facts are filtered and worded: off | inform | freshness | lifecycle"
         " (invalid → freshness, as for KB_LIFECYCLE_MODE and kb query).",
     ),
-    backend: Optional[Backend] = typer.Option(None, "--backend", help="Search backend."),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", callback=search_backend, help="Search backend: corpus | zim | searxng (or any registered)."
+    ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
     no_kb_write: bool = typer.Option(False, "--no-kb-write", help="Do not store extracted facts in the KB."),
     budget: Optional[float] = typer.Option(None, "--budget", min=0.001, help="Stop searching after SECONDS."),
@@ -89,7 +78,7 @@ def research(
             queries=queries,
             fresh=fresh and fresh.value,
             lifecycle=lifecycle and effective_mode(lifecycle, ws.config.kb),
-            backend=backend and backend.value,
+            backend=backend,
             use_cache=False if no_cache else None,
             kb_write=False if no_kb_write else None,
             budget=budget,
@@ -101,12 +90,9 @@ def research(
     else:
         typer.echo(result.report)
     status(f"report saved: {result.report_path} (run {result.run_id})")
-    if result.search_error and not result.sources:
-        # Nothing was found because searching failed (e.g. network down): not a success.
-        raise SearchError(
-            f"no source could be searched ({result.search_error}) — the report above has no evidence;"
-            " fix the backend or use --backend corpus, then run again"
-        )
+    failure = result.failure()
+    if failure:
+        raise SearchError(failure)
 
 
 @runs_app.command("list")

@@ -37,6 +37,16 @@ class RunResult:
     report_stats: dict[str, Any] = field(default_factory=dict)
     search_error: str | None = None  # the last failed search, if any
 
+    def failure(self) -> str | None:
+        """Why the run is not a success although it finished: every search failed (e.g. the network
+        is down), so its report has no evidence. None for a run that found sources."""
+        if self.search_error and not self.sources:
+            return (
+                f"no source could be searched ({self.search_error}) — the report has no evidence;"
+                " fix the search backend or use the corpus backend, then run again"
+            )
+        return None
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-")[:50] or "report"
