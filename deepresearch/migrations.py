@@ -235,6 +235,44 @@ MIGRATIONS: list[Migration] = [
         where state_json like '%"planning_prompt"%';
         """,
     ),
+    # The compact vector copy for recall at scale (deepresearch/kb/codes.py): sign bits and
+    # lifecycle columns per segment of 65,536 rowids, an int8 copy of each vector (one row per
+    # fact: a point read from a plain table costs µs, from vec0 up to a ms), and a log every
+    # write to `facts` feeds through triggers, so no writer has to know about the copy.
+    # AUTOINCREMENT: log positions must never be reused after a fold deletes the rows it applied.
+    Migration(
+        "m106_fact_codes",
+        """
+        create table fact_codes (
+            seg integer primary key,
+            n integer not null,
+            rids blob not null,
+            bits blob not null,
+            category blob not null,
+            status blob not null,
+            verified blob not null,
+            confidence blob not null
+        );
+        create table fact_codes_int8 (
+            rid integer primary key,
+            vector blob not null
+        );
+        create table fact_codes_log (
+            seq integer primary key autoincrement,
+            rid integer not null,
+            fresh integer not null default 0
+        );
+        create trigger facts_codes_insert after insert on facts begin
+            insert into fact_codes_log (rid, fresh) values (new.rid, 1);
+        end;
+        create trigger facts_codes_update after update of category, status, verified_at, confidence on facts begin
+            insert into fact_codes_log (rid) values (new.rid);
+        end;
+        create trigger facts_codes_delete after delete on facts begin
+            insert into fact_codes_log (rid) values (old.rid);
+        end;
+        """,
+    ),
 ]
 
 

@@ -106,24 +106,27 @@ def docs_kb(tmp_path_factory, real_embedder):
 
 
 @pytest.mark.parametrize("mode", ["off", "lifecycle"])
-def test_bit_index_and_exact_search_agree_on_real_vectors(docs_kb, real_embedder, mode):
+def test_compact_copy_and_exact_search_agree_on_real_vectors(docs_kb, real_embedder, mode):
+    """The quantized path (sign bits, sign re-score, exact re-rank) returns exact search's top-10."""
     from deepresearch.kb import lifecycle
-    from deepresearch.kb.index import BitIndex, Filter, search_vec0
+    from deepresearch.kb.codes import CodeIndex
+    from deepresearch.kb.index import Filter, search_vec0
 
     assert docs_kb.conn.execute("select count(*) from facts").fetchone()[0] >= 250
     flt = Filter(lifecycle.visibility(mode, docs_kb.config), NOW, 0.0, docs_kb.config)
-    tight = BitIndex(rerank=2)  # 20 candidates of ~80 per category: the bits must rank well
+    # 20 exact re-ranks from a 40-row Hamming shortlist out of ~300: the codes must rank well
+    tight = CodeIndex(rerank=2, shortlist=4)
     tight.refresh(docs_kb.conn)
     overlaps = []
     for query in ("how fast is recall at a hundred thousand facts", "expired facts and the sweep", "cache files"):
         vector = real_embedder.embed(query)
         exact = search_vec0(docs_kb.conn, vector, flt, 10)
         assert len(exact) == 10
-        via_kb = docs_kb.query(query, top_k=10, mode=mode, now=NOW)  # bit_index_min_facts=0: the bit index
-        assert docs_kb.bits.loaded and not docs_kb.ram.rids.size
+        via_kb = docs_kb.query(query, top_k=10, mode=mode, now=NOW)  # bit_index_min_facts=0: the compact copy
+        assert docs_kb.indexes.codes.loaded and not docs_kb.indexes.ram.rids.size
         assert [h.id for h in via_kb.hits] == [
             docs_kb.conn.execute("select id from facts where rid = ?", (rid,)).fetchone()[0] for rid, _ in exact
         ]
         assert [h.relevance for h in via_kb.hits] == pytest.approx([score for _, score in exact], abs=1e-5)
         overlaps.append(len({r for r, _ in tight.search(docs_kb.conn, vector, flt, 10)} & {r for r, _ in exact}))
-    assert sum(overlaps) / len(overlaps) >= 8, overlaps  # sign bits alone must rank close to exact
+    assert sum(overlaps) / len(overlaps) >= 8, overlaps  # sign codes alone must rank close to exact

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deepresearch.facts import Fact
+from deepresearch.kb import lifecycle
 from deepresearch.kb.classify import decide
-from deepresearch.kb.index import RamIndex, one_blas_thread
+from deepresearch.kb.index import Filter, one_blas_thread
 from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.rows import select_facts
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
+    from deepresearch.kb.codes import Indexes
     from deepresearch.models.llm import ChatModel
 
 CANDIDATES = 8  # nearest stored facts compared with each new one
@@ -35,13 +37,19 @@ class Action:
 
 
 def neighbours(
-    conn: Any, config: KBConfig, ram: RamIndex, matrix: np.ndarray, threshold: float, k: int = 3
+    conn: Any, config: KBConfig, indexes: Indexes, matrix: np.ndarray, threshold: float, k: int = 3
 ) -> list[list[tuple[int, float]]]:
     """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
     count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
     if not count:
         return [[] for _ in range(len(matrix))]
+    if count >= config.bit_index_min_facts:  # the compact copy: no float matrix of a big KB in RAM
+        indexes.codes.refresh(conn)
+        active = Filter(lifecycle.visibility("off", config), 0.0, 0.0, config)
+        found = (indexes.codes.search(conn, v, active, k) for v in np.asarray(matrix, dtype=np.float32))
+        return [[(rid, score) for rid, score in hits if score >= threshold] for hits in found]
     if count >= config.ram_index_min_facts:  # one matrix product for the whole batch
+        ram = indexes.ram
         ram.refresh(conn)
         active = ram.status == "active"
         with one_blas_thread():
@@ -66,7 +74,7 @@ def neighbours(
 def plan_batch(
     conn: Any,
     config: KBConfig,
-    ram: RamIndex,
+    indexes: Indexes,
     facts: list[Fact],
     matrix: np.ndarray,
     model: ChatModel | None = None,
@@ -79,7 +87,7 @@ def plan_batch(
     below kb.duplicate_similarity only an aligned value change links them (kb/merge.py).
     """
     threshold, near = config.related_similarity, config.duplicate_similarity
-    found = neighbours(conn, config, ram, matrix, threshold, k=CANDIDATES)
+    found = neighbours(conn, config, indexes, matrix, threshold, k=CANDIDATES)
     rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
     stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
     inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T

@@ -1,4 +1,4 @@
-"""Lifecycle-aware recall: semantic (vec0 or the RAM index) or, degraded, FTS5 keyword search."""
+"""Lifecycle-aware recall: semantic (vec0, the RAM matrix or the compact copy) or, degraded, FTS5 keyword search."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 
 from deepresearch.facts import Hit
 from deepresearch.kb import lifecycle
+from deepresearch.kb.codes import Indexes
 from deepresearch.kb.fts import search_fts
-from deepresearch.kb.index import BitIndex, Filter, RamIndex, search_vec0, vec_dimension
+from deepresearch.kb.index import Filter, search_vec0, vec_dimension
 from deepresearch.kb.records import Recall
 from deepresearch.kb.rows import select_facts
 from deepresearch.kb.vectors import backfill
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 def recall(
     conn: Any,
     config: KBConfig,
-    ram: RamIndex,
+    indexes: Indexes,
     vectors: tuple[Embedder | None, str | None],
     text: str,
     *,
@@ -37,14 +38,13 @@ def recall(
     category: str | None = None,
     now: float | None = None,
     include_expired: bool = False,
-    bits: BitIndex | None = None,
     one_shot: bool = False,
 ) -> Recall:
     """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
     `vectors` is (checked embedder, None) or (None, why not). Relevance is the cosine
     similarity; on the degraded path it is BM25 mapped to 0..1. `one_shot` (a process that
-    answers one query, e.g. the CLI) searches vec0 directly instead of loading a RAM index.
+    answers one query, e.g. the CLI) never loads the float matrix.
     """
     now = time.time() if now is None else now
     k = top_k or config.top_k
@@ -57,7 +57,7 @@ def recall(
         # an unclaimed (empty) vector table may still have the migration's default dimension
         empty = vec_dimension(conn) != embedder.dimension
         vector = embedder.embed(text)
-        found = [] if empty else search_vectors(conn, config, ram, vector, flt, k, bits=bits, one_shot=one_shot)
+        found = [] if empty else search_vectors(conn, config, indexes, vector, flt, k, one_shot=one_shot)
     else:
         log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
         found = search_fts(conn, text, flt, k)
@@ -73,33 +73,29 @@ def recall(
 def search_vectors(
     conn: Any,
     config: KBConfig,
-    ram: RamIndex,
+    indexes: Indexes,
     vector: np.ndarray,
     flt: Filter,
     k: int,
     *,
-    bits: BitIndex | None = None,
     one_shot: bool = False,
 ) -> list[tuple[int, float]]:
-    """Top-k (rid, cosine): sqlite-vec KNN for small KBs and one-shot processes, else a RAM index.
+    """Top-k (rid, cosine): sqlite-vec KNN for small KBs, else the float matrix or the compact copy.
 
-    Big KBs in a long-running process use the float matrix (exact) or, from
-    `bit_index_min_facts` on, the sign-bit index with an exact re-rank. A one-shot process
-    never loads either: one vec0 KNN costs less than building the index (docs/BENCHMARKS.md).
+    Below `ram_index_min_facts` facts one vec0 KNN is cheapest. Above it a long-running process
+    keeps the exact float32 matrix in RAM up to `bit_index_min_facts` (146 MiB at 100k), and
+    the compact copy stored in the file (kb/codes.py) beyond; a one-shot process always uses
+    the compact copy, which loads in a fraction of the matrix's time (docs/BENCHMARKS.md).
     """
     # max(rid) is O(1) and close enough to the row count to pick an engine
     count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
     if count < config.ram_index_min_facts:
         return search_vec0(conn, vector, flt, k)
-    if bits is not None and count >= config.bit_index_min_facts:
-        if one_shot and not bits.loaded:
-            return search_vec0(conn, vector, flt, k)
-        bits.refresh(conn)
-        return bits.search(conn, vector, flt, k)
-    if one_shot and ram.generation == (None, None):
-        return search_vec0(conn, vector, flt, k)
-    ram.refresh(conn)
-    return ram.search(vector, flt, k)
+    if count >= config.bit_index_min_facts or (one_shot and not indexes.ram.rids.size):
+        indexes.codes.refresh(conn)
+        return indexes.codes.search(conn, vector, flt, k)
+    indexes.ram.refresh(conn)
+    return indexes.ram.search(vector, flt, k)
 
 
 def hits(conn: Any, config: KBConfig, found: list[tuple[int, float]], flt: Filter) -> list[Hit]:

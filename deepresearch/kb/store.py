@@ -23,8 +23,8 @@ from deepresearch.errors import DeepResearchError, ModelNotFound
 from deepresearch.facts import Fact
 from deepresearch.kb import analytics, rows, vectors, write
 from deepresearch.kb.check import check
+from deepresearch.kb.codes import Indexes
 from deepresearch.kb.compress import compress
-from deepresearch.kb.index import BitIndex, RamIndex
 from deepresearch.kb.recall import recall
 from deepresearch.kb.records import AddResult, CompressResult, Conflict, HistoryEvent, Recall
 from deepresearch.kb.sweep import SweepResult, sweep
@@ -51,9 +51,10 @@ class KnowledgeBase:
         self.config = config
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
-        self.ram = RamIndex()
-        self.bits = BitIndex()  # recall's index from kb.bit_index_min_facts on
-        # True in a process that answers one query (the CLI): search vec0, load no RAM index
+        # the float matrix (recall from kb.ram_index_min_facts on) and the compact copy
+        # (from kb.bit_index_min_facts on, and in one-shot processes), loaded on first use
+        self.indexes = Indexes()
+        # True in a process that answers one query (the CLI): never load the float matrix
         self.one_shot = False
         # the chat model that proposes fusions on write (None → the mechanical merge)
         self.merge_model: ChatModel | None = None
@@ -112,7 +113,7 @@ class KnowledgeBase:
         return write.store_facts(
             self.conn,
             self.config,
-            self.ram,
+            self.indexes,
             self._vectors(),
             facts,
             now,
@@ -131,7 +132,7 @@ class KnowledgeBase:
         """
         now = time.time() if now is None else now
         return write.store_facts(
-            self.conn, self.config, self.ram, self._vectors(embedder), facts, now, keep_identity=True
+            self.conn, self.config, self.indexes, self._vectors(embedder), facts, now, keep_identity=True
         )
 
     def import_jsonl(self, path: Any, now: float | None = None) -> AddResult:
@@ -198,7 +199,7 @@ class KnowledgeBase:
         found = recall(
             self.conn,
             self.config,
-            self.ram,
+            self.indexes,
             self._vectors()(),
             text,
             top_k=top_k,
@@ -208,7 +209,6 @@ class KnowledgeBase:
             category=category,
             now=now,
             include_expired=include_expired,
-            bits=self.bits,
             one_shot=self.one_shot,
         )
         if found.hits:

@@ -14,6 +14,7 @@ from typing import Any
 
 from deepresearch.db import set_meta, transaction
 from deepresearch.errors import DeepResearchError
+from deepresearch.kb.codes import fold
 from deepresearch.kb.rows import MISSING_KEY, bump, has_vectors, log_event
 
 
@@ -100,5 +101,7 @@ def sweep(
                 result.batches += 1
         if len(rows) < batch:
             break
+    if result.batches and vectors:
+        fold(conn)  # a sweep may touch half the KB: readers should not each re-apply that
     result.seconds = time.perf_counter() - started
     return result

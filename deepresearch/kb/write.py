@@ -18,13 +18,14 @@ from deepresearch.db import transaction
 from deepresearch.errors import InputError, ModelError
 from deepresearch.facts import Fact, new_id, normalize_category, text_hash
 from deepresearch.kb import lifecycle, rows
-from deepresearch.kb.index import RamIndex, vec_dimension
+from deepresearch.kb.index import vec_dimension
 from deepresearch.kb.plan import Action, plan_batch
 from deepresearch.kb.records import AddResult, MergeRecord
 from deepresearch.kb.vectors import claim_model
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
+    from deepresearch.kb.codes import Indexes
     from deepresearch.models.embed import Embedder
     from deepresearch.models.llm import ChatModel
 
@@ -85,7 +86,7 @@ def clean(fact: Fact, now: float, keep_identity: bool, config: KBConfig) -> tupl
 def store_facts(
     conn: Any,
     config: KBConfig,
-    ram: RamIndex,
+    indexes: Indexes,
     vectors: Vectors,
     facts: list[Fact],
     now: float,
@@ -119,7 +120,7 @@ def store_facts(
         embedded = {t: matrix[i] for i, t in enumerate(texts)}
     plan: dict[int, Action] = {}
     if merge and embedder is not None and to_embed and vec_dimension(conn) == embedder.dimension:
-        plan = _plan_merges(conn, config, ram, valid, known, embedded, embedder, model)
+        plan = _plan_merges(conn, config, indexes, valid, known, embedded, embedder, model)
     batch_ids: dict[int, str] = {}  # index in `valid` → the id it ended up as
     by_hash: dict[str, str] = {}
     with transaction(conn):
@@ -166,7 +167,7 @@ def store_facts(
 def _plan_merges(
     conn: Any,
     config: KBConfig,
-    ram: RamIndex,
+    indexes: Indexes,
     valid: list[Fact],
     known: set[str],
     embedded: dict[str, Any],
@@ -183,7 +184,7 @@ def _plan_merges(
     if not order:
         return {}
     matrix = np.stack([embedded[valid[n].fact] for n in order])
-    actions = plan_batch(conn, config, ram, [valid[n] for n in order], matrix, model)
+    actions = plan_batch(conn, config, indexes, [valid[n] for n in order], matrix, model)
     for action in actions:  # targets inside the batch: position in `order` → index in `valid`
         if isinstance(action.target, int):
             action.target = order[action.target]
