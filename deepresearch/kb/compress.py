@@ -15,6 +15,7 @@ from deepresearch.kb import rows
 from deepresearch.kb.classify import decide
 from deepresearch.kb.index import one_blas_thread, read_all_vectors
 from deepresearch.kb.merge import merged_fact, relation
+from deepresearch.kb.pairs import PAIRS_MIN_FACTS, clusters_at_scale
 from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.records import CompressResult, MergeRecord
 from deepresearch.kb.write import Vectors, absorb
@@ -30,7 +31,12 @@ def clusters(conn: Any, config: KBConfig) -> tuple[list[list[Fact]], int, dict[s
     Linked are equal texts, pairs at cosine >= kb.duplicate_similarity, and pairs among each
     fact's `CANDIDATES` nearest at cosine >= kb.related_similarity that `relation` calls an
     update or a contradiction (the write path's rule); one matrix product per block of rows.
+    From `PAIRS_MIN_FACTS` active facts on, that all-pairs product would be quadratic: the
+    pairs come from the compact copy's sign codes instead (kb/pairs.py).
     """
+    total = conn.execute("select count(*) from facts where status = 'active'").fetchone()[0]
+    if total >= PAIRS_MIN_FACTS and rows.has_vectors(conn):
+        return clusters_at_scale(conn, config, total, CANDIDATES + 1)
     found = conn.execute(f"select {rows.FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
     facts = rows.facts_from_rows(conn, found)
     pos = {r[0]: i for i, r in enumerate(found)}
