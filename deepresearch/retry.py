@@ -105,7 +105,7 @@ class Retry:
             asked = last.wait
             wait = min(self.backoff * 2**n if asked is None else asked, self.cap)
             if self.clock() + wait >= ends:
-                said = f"the server asked to wait {asked:g}s" if asked is not None else f"a {wait:g}s wait"
+                said = f"the server asked to wait {asked:.1f}s" if asked is not None else f"a {wait:.1f}s wait"
                 raise GaveUp(last.problem, n + 1, f"{said}, past the {self.budget:g}s deadline") from last
             log.warning("%s: %s; retry %d/%d in %.1fs", what, last.problem, n + 1, self.retries, wait)
             self.sleep(wait)

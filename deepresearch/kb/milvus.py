@@ -106,7 +106,6 @@ class Remote:
 
     def __init__(self, uri: str, factory: Callable[[str, float], Any], policy: Retry):
         self.uri, self.policy = uri, policy
-        self.attempts = 0
         self.client = self._retry("connect", lambda seconds: factory(uri, seconds))
 
     @classmethod
@@ -131,7 +130,6 @@ class Remote:
 
     def _retry(self, op: str, fn: Callable[[float], Any]) -> Any:
         def attempt(seconds: float) -> Any:
-            self.attempts += 1
             try:
                 return fn(seconds)
             except DeepResearchError:
