@@ -4,17 +4,18 @@
     python scripts/eval_embeddings.py --stsb ../shared/eval/paraphrase/stsb/stsb-en-dev.csv \\
         --scifact ../shared/eval/beir/scifact --reference-workspace WS [--onnx NAME=FILE ...] [--json]
 
-Every unique STS-B dev sentence is embedded by the reference (sentence-transformers,
-torch) and by each ONNX candidate (the default `onnx` backend, plus any `--onnx NAME=FILE`,
-all with the same tokenizer); the script prints the per-sentence cosine to the reference
-(min, 0.1th percentile, mean, share ≥ 0.999) and each backend's STS-B Spearman against the
-gold scores. With --reference-workspace (a workspace where `eval_retrieval.py` ingested
-SciFact with `--embedding-backend sentence-transformers`), the stored chunk vectors are the
-reference corpus and each candidate re-embeds the same chunk texts; for every SciFact test
-query the exact top-10 chunks of each backend are compared: share of identical top-10 sets,
-mean overlap, and for differing sets how far the swapped chunks were from the reference's
-10th score (a swap between near-ties is noise, not a different model). Throughput is
-measured on the same texts in the same run (alternating backends).
+Every unique STS-B dev sentence is embedded by the reference (sentence-transformers, torch)
+and by each ONNX candidate (the default `onnx` backend, the same int8 file without its
+weight correction, plus any `--onnx NAME=FILE`, all with the same tokenizer); the script
+prints the per-sentence cosine to the reference (min, 0.1th percentile, mean, share ≥ 0.999)
+and each backend's STS-B Spearman against the gold scores. With --reference-workspace (a
+workspace where `eval_retrieval.py` ingested SciFact with `--embedding-backend
+sentence-transformers`), the stored chunk vectors are the reference corpus and each
+candidate re-embeds the same chunk texts; for every SciFact test query the exact top-10
+chunks of each backend are compared: share of identical top-10 sets, mean overlap, and for
+differing sets how far the swapped chunks were from the reference's 10th score (a swap
+between near-ties is noise, not a different model). Throughput is measured on the same texts
+in the same run (alternating backends).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from deepresearch.config import EmbeddingConfig
 from deepresearch.db import connect
 from deepresearch.models.base import Embedder
 from deepresearch.models.embed import DEFAULT_MODEL_ID, get_embedder, onnx_files
+from deepresearch.models.onnx_embed import OnnxEmbedder
 
 
 def stsb(path: Path) -> tuple[list[str], list[tuple[int, int, float]]]:
@@ -133,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     reference = get_embedder(EmbeddingConfig(backend="sentence-transformers"))
-    candidates: dict[str, Embedder] = {"onnx (default)": get_embedder(EmbeddingConfig(backend="onnx"))}
-    _, tokenizer = onnx_files(None)
+    default = get_embedder(EmbeddingConfig(backend="onnx"))
+    candidates: dict[str, Embedder] = {"onnx (default)": default}
+    source, tokenizer = onnx_files(None)
+    if getattr(default, "correction", None):  # the same int8 file without its weight correction
+        candidates["onnx int8, no correction"] = OnnxEmbedder(source, tokenizer, DEFAULT_MODEL_ID, threads=args.threads)
     for spec in args.onnx:
-        from deepresearch.models.onnx_embed import OnnxEmbedder
-
         name, _, file = spec.partition("=")
         candidates[name] = OnnxEmbedder(Path(file), tokenizer, DEFAULT_MODEL_ID, threads=args.threads)
     for embedder in candidates.values():

@@ -152,9 +152,10 @@ def _sentence_transformers(config: EmbeddingConfig) -> Embedder:
 
 @register_embedder("onnx")
 def _onnx(config: EmbeddingConfig) -> Embedder:
-    from deepresearch.models.onnx_embed import OnnxEmbedder, max_seq_length
+    from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder, max_seq_length
 
     onnx_path, tokenizer_path = onnx_files(config.model)
+    correction = tokenizer_path.parent / CORRECTION_FILE
     return OnnxEmbedder(
         onnx_path,
         tokenizer_path,
@@ -162,6 +163,7 @@ def _onnx(config: EmbeddingConfig) -> Embedder:
         max_length=max_seq_length(tokenizer_path.parent),
         batch_size=config.batch_size,
         threads=config.threads,
+        correction=correction if correction.is_file() else None,
     )
 
 
