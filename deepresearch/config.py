@@ -169,7 +169,8 @@ class KBConfig(_Section):
     bit_index_min_facts: int = Field(
         300000,
         ge=0,
-        description="From this many facts on, the in-RAM copy holds sign bits, re-ranked exactly from float32.",
+        description="From this many facts on, recall and merge planning use the compact copy stored in the file"
+        " (sign bits, int8, exact float32 re-rank) instead of the float matrix in RAM.",
     )
     milvus: MilvusConfig = Field(default_factory=MilvusConfig, description="The Milvus client of `kb sync milvus`.")
 

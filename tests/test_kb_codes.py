@@ -228,3 +228,17 @@ def test_merging_at_scale_uses_the_compact_copy_not_the_float_matrix(tmp_path):
     )
     assert len(result.merged) == 1
     assert kb.indexes.codes.loaded and not kb.indexes.ram.rids.size
+
+
+def test_check_reports_a_copy_that_disagrees_with_the_facts(kb):
+    fix = " — rebuild it: `sqlite3 deepresearch.db \"delete from meta where key = 'kb.codes'\"` (next query)"
+    CodeIndex().refresh(kb.conn)
+    kb.sweep(now=NOW + 40 * DAY)  # logged and folded
+    assert kb.check() == []
+    kb.conn.execute("update fact_codes set verified = zeroblob(length(verified))")
+    assert kb.check() == ["compact vector copy: 600 lifecycle values differ from the facts" + fix]
+    kb.conn.execute("delete from fact_codes")
+    assert kb.check() == ["compact vector copy: 0 rows without a fact, 600 facts without a row" + fix]
+    kb.conn.execute("delete from meta where key = ?", (STATE_KEY,))
+    CodeIndex().refresh(kb.conn)
+    assert kb.check() == []

@@ -6,6 +6,7 @@ from typing import Any
 
 from deepresearch.db import get_meta
 from deepresearch.indexing import fts_integrity_problem
+from deepresearch.kb.codes import verify as verify_codes
 from deepresearch.kb.index import vec_dimension
 from deepresearch.kb.rows import DIMENSION_KEY
 
@@ -88,4 +89,5 @@ def check(conn: Any) -> list[str]:
             f"{len(stale)} vectors whose lifecycle columns differ from their fact: {_ids(stale)}"
             " — run `deepresearch kb reembed`"
         )
+    problems += verify_codes(conn)
     return problems

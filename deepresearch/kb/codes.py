@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 STATE_KEY = "kb.codes"
 SEGMENT_SHIFT = 16  # 65,536 rowids per segment: a fold rewrites only the segments it touches
 FOLD_MIN = 1000  # log rows a reader applies in RAM before it writes them into the segments
+INT8_MARGIN = 0.005  # int8 cosine error is ≈ 4e-4 (std) on unit 384-d vectors: a tie zone of > 10 σ
 _COLUMNS = ("rids", "bits", "category", "status", "verified", "confidence")
 
 
@@ -299,8 +300,10 @@ class CodeIndex:
         short = min(eligible, self.shortlist * k)
         pool = np.argpartition(distance, short - 1)[:short] if short < ok.size else np.flatnonzero(ok)
         score = self._int8_scores(conn, self.rids[pool].tolist(), query)
-        take = min(pool.size, self.rerank * k)
-        best = pool[np.argpartition(-score, take - 1)[:take]] if take < pool.size else pool
+        order = np.argsort(-score, kind="stable")[: self.rerank * k]
+        # exact scores only where int8 could misorder: the k best and any within INT8_MARGIN of the k-th
+        kth = score[order[min(k, order.size) - 1]]
+        best = pool[order[: max(k, int(np.sum(score[order] >= kth - INT8_MARGIN)))]]
         found = exact_cosines(conn, self.rids[best].tolist(), query)
         found.sort(key=lambda item: (-item[1], item[0]))
         return found[:k]
@@ -323,6 +326,27 @@ class CodeIndex:
             if rid in exact:
                 score[i] = exact[rid]
         return score
+
+
+def verify(conn: Any) -> list[str]:
+    """Where the stored copy (segments + pending log) disagrees with the facts ([] = it agrees)."""
+    state = _state(conn)
+    if state is None or state["vectors"] != (get_meta(conn, VECTORS_KEY) or ""):
+        return []  # none yet, or outdated by a reembed: the next search builds it from scratch
+    index = CodeIndex()
+    with _reading(conn):
+        index.dim, index.seq, index._state = int(state["dim"]), int(state["seq"]), state
+        index._load_segments(conn)
+        index._apply_log(conn)
+        facts = _fact_columns(conn, None)
+    fix = "— rebuild it: `sqlite3 deepresearch.db \"delete from meta where key = 'kb.codes'\"` (next query)"
+    expected = np.setdiff1d(facts[0], np.array(sorted(index._missing), dtype=np.int64))
+    if not np.array_equal(index.rids, expected):
+        extra, missing = np.setdiff1d(index.rids, expected).size, np.setdiff1d(expected, index.rids).size
+        return [f"compact vector copy: {extra} rows without a fact, {missing} facts without a row {fix}"]
+    at = np.searchsorted(facts[0], index.rids)
+    differ = sum(int(np.sum(a != c[at])) for a, c in zip(index._lifecycle(), facts[1:], strict=True))
+    return [f"compact vector copy: {differ} lifecycle values differ from the facts {fix}"] if differ else []
 
 
 def fold(conn: Any) -> None:
