@@ -338,7 +338,8 @@ def run_size(size, texts, vectors, queries, qvecs, embed_rate, args) -> None:
     del engines, compact, vec, matrix
     conn.close()
     cold_processes(work, queries, qvecs)
-    maintenance(db, size, table)
+    if not args.skip_maintenance:
+        maintenance(db, size, table)
     if not args.keep:
         shutil.rmtree(work)
 
@@ -394,6 +395,7 @@ def main() -> None:
     parser.add_argument("--embed-only", action="store_true", help="only fill the vector cache")
     parser.add_argument("--keep", action="store_true", help="keep each built KB under --cache for reruns")
     parser.add_argument("--bulk", action="store_true", help="write facts straight into the tables (100k, 1M)")
+    parser.add_argument("--skip-maintenance", action="store_true", help="queries and cold processes only")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     texts = corpus_texts(args.beir_dir / "corpus.jsonl")[: args.max_real]

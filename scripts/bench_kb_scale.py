@@ -228,12 +228,22 @@ def _process(command: list[str]) -> tuple[float, float, str]:
 
 
 def maintenance(db: Path, size: int, table: dict) -> None:
-    """Sweep, compress, check and stats on the KB, timed; check must be clean after them."""
+    """Sweep, compress, check and stats on a copy of the KB (the cached one stays as built), timed;
+    check must be clean after them."""
+    import shutil
+
     from deepresearch.config import KBConfig
     from deepresearch.db import connect
     from deepresearch.kb.store import KnowledgeBase
 
+    copy = db.with_name("maintenance.db")
+    for old in db.parent.glob("maintenance.db*"):
+        old.unlink()
     conn = connect(db)
+    conn.execute("pragma wal_checkpoint(truncate)")  # the copy must hold every committed page
+    conn.close()
+    shutil.copyfile(db, copy)
+    conn = connect(copy)
     store = KnowledgeBase(conn, LookupEmbedder(table), KBConfig())
     started = time.perf_counter()
     swept = store.sweep(now=NOW)
@@ -256,3 +266,5 @@ def maintenance(db: Path, size: int, table: dict) -> None:
     stats = store.stats(now=NOW)
     print(f"stats: {stats['total']:,} facts in {time.perf_counter() - started:.1f} s")
     conn.close()
+    for old in db.parent.glob("maintenance.db*"):
+        old.unlink()

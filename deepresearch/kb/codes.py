@@ -311,21 +311,34 @@ class CodeIndex:
     def _int8_scores(self, conn: Any, rids: list[int], query: np.ndarray) -> np.ndarray:
         """Cosine of `query` to the int8 copies of `rids` (plain B-tree point reads, ≈ µs each;
         a vec0 point read costs ≈ 0.2–1 ms). Rows not stored yet are scored exactly."""
-        found: dict[int, np.ndarray] = {}
+        found: list[tuple[int, bytes]] = []
         for start in range(0, len(rids), 900):
             part = rids[start : start + 900]
             sql = f"select rid, vector from fact_codes_int8 where rid in ({','.join('?' * len(part))})"
-            found.update((rid, np.frombuffer(blob, dtype=np.int8)) for rid, blob in conn.execute(sql, part))
-        absent = [r for r in rids if r not in found and r not in self._int8_new]
+            found += conn.execute(sql, part).fetchall()
+        at = {rid: i for i, (rid, _) in enumerate(found)}
+        stored = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.int8).reshape(len(found), self.dim)
+        qnorm = float(np.linalg.norm(query)) or 1.0
+        vectors = stored.astype(np.float32)
+        scores = vectors @ query / (np.maximum(np.linalg.norm(vectors, axis=1), 1e-12) * qnorm)
+        out = np.empty(len(rids), dtype=np.float32)
+        absent = []
+        for i, rid in enumerate(rids):
+            if rid in at:
+                out[i] = scores[at[rid]]
+            elif rid in self._int8_new:  # applied in RAM, not folded into the file yet
+                vector = self._int8_new[rid].astype(np.float32)
+                out[i] = float(vector @ query) / ((float(np.linalg.norm(vector)) or 1.0) * qnorm)
+            else:
+                absent.append(rid)
         exact = dict(exact_cosines(conn, absent, query)) if absent else {}
-        vectors = np.stack([found.get(r, self._int8_new.get(r, np.zeros(self.dim, np.int8))) for r in rids])
-        vectors = vectors.astype(np.float32)
-        norms = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12) * (float(np.linalg.norm(query)) or 1.0)
-        score = vectors @ query / norms
+        gone = set(absent) - set(exact)
         for i, rid in enumerate(rids):
             if rid in exact:
-                score[i] = exact[rid]
-        return score
+                out[i] = exact[rid]
+            elif rid in gone:
+                out[i] = -np.inf  # gone since the copy was read
+        return out
 
 
 def verify(conn: Any) -> list[str]:
