@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from deepresearch.db import get_meta
 from deepresearch.facts import CATEGORIES
+from deepresearch.indexing import VEC_K_LIMIT, VecTable
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VEC_K_LIMIT = 4096  # sqlite-vec refuses larger k
 GENERATION_KEY = "kb.generation"
 VECTORS_KEY = "kb.vectors_generation"
 
@@ -59,47 +58,32 @@ class Filter:
         return factor
 
 
+# The fact vectors with their lifecycle columns: the columns of migration m103.
+FACT_VEC = VecTable(
+    "fact_vec",
+    partition=("category text partition key",),
+    metadata=("status text", "verified_at float", "confidence float"),
+)
+
+
 def vec_dimension(conn: Any) -> int | None:
     """The vector length the fact_vec table was created with (None if it does not exist)."""
-    row = conn.execute("select sql from sqlite_master where name = 'fact_vec'").fetchone()
-    if row is None:
-        return None
-    match = re.search(r"float\[(\d+)\]", row[0])
-    return int(match.group(1)) if match else None
-
-
-def create_vec_table(conn: Any, dimension: int) -> None:
-    """(Re)create fact_vec for `dimension`; same columns as migration m103."""
-    conn.execute("drop table if exists fact_vec")
-    conn.execute(
-        f"""create virtual table fact_vec using vec0(
-            category text partition key,
-            embedding float[{int(dimension)}] distance_metric=cosine,
-            status text,
-            verified_at float,
-            confidence float
-        )"""
-    )
+    return FACT_VEC.dimension(conn)
 
 
 def search_vec0(conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
     """Top-k (rid, cosine) among eligible facts via sqlite-vec KNN per category partition."""
-    blob = np.asarray(query, dtype=np.float32).tobytes()
     statuses = flt.visibility.statuses
     found: list[tuple[int, float]] = []
     for category, cutoff in flt.visibility.cutoffs(flt.now).items():
-        sql = (
-            "select rowid, distance, verified_at, confidence from fact_vec where embedding match ?"
-            f" and k = ? and category = ? and status in ({','.join('?' * len(statuses))})"
-            " and confidence >= ?"
-        )
+        where = f"category = ? and status in ({','.join('?' * len(statuses))}) and confidence >= ?"
         params: list[Any] = [category, *statuses, flt.min_confidence]
         if cutoff is not None:
-            sql += " and verified_at >= ?"
+            where += " and verified_at >= ?"
             params.append(cutoff)
         want = k
         while True:
-            rows = conn.execute(sql, [blob, want, *params]).fetchall()
+            rows = FACT_VEC.knn(conn, query, want, where, params, columns=("verified_at", "confidence"))
             kept = _passing(rows, category, flt)
             if len(kept) >= k or len(rows) < want or want >= VEC_K_LIMIT:
                 break
@@ -115,7 +99,7 @@ def _passing(rows: list[tuple], category: str, flt: Filter) -> list[tuple[int, f
     verified = np.array([r[2] for r in rows], dtype=np.float64)
     raw = np.array([r[3] for r in rows], dtype=np.float64)
     decayed = raw * flt.decay_factor(category, (flt.now - verified) / 86400.0)
-    return [(int(r[0]), 1.0 - float(r[1])) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence]
+    return [(r[0], r[1]) for r, c in zip(rows, decayed, strict=False) if c >= flt.min_confidence]
 
 
 def eligible_slices(index: Any, status_ok: np.ndarray, flt: Filter) -> list[tuple[int, int, np.ndarray]]:

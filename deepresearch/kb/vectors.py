@@ -14,7 +14,7 @@ from deepresearch.db import get_meta, set_meta, transaction
 from deepresearch.errors import DimensionMismatch, ModelError, ModelNotFound
 from deepresearch.facts import new_id
 from deepresearch.indexing import ModelClaim, vec_loaded
-from deepresearch.kb.index import VECTORS_KEY, create_vec_table, vec_dimension
+from deepresearch.kb.index import FACT_VEC, VECTORS_KEY, vec_dimension
 from deepresearch.kb.rows import (
     DIMENSION_KEY,
     FACT_COLUMNS,
@@ -53,7 +53,7 @@ def claim_model(conn: Any, embedder: Embedder) -> None:
     if vec_dimension(conn) != embedder.dimension:
         if conn.execute("select count(*) from fact_vec").fetchone()[0]:
             raise DimensionMismatch(f"the vector table holds vectors of another dimension — {REEMBED_FIX}")
-        create_vec_table(conn, embedder.dimension)
+        FACT_VEC.create(conn, embedder.dimension)
         set_meta(conn, VECTORS_KEY, new_id())
 
 
@@ -98,7 +98,7 @@ def reembed(
             progress(min(i + batch, len(facts)), len(facts))
     matrix = np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), dtype=np.float32)
     with transaction(conn):
-        create_vec_table(conn, embedder.dimension)
+        FACT_VEC.create(conn, embedder.dimension)
         for row, fact, vector in zip(rows, facts, matrix, strict=False):
             write_vector(conn, row[0], fact, vector)
         CLAIM.record(conn, embedder)
