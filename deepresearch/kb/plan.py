@@ -14,7 +14,7 @@ import numpy as np
 from deepresearch.facts import Fact
 from deepresearch.kb import lifecycle
 from deepresearch.kb.classify import decide
-from deepresearch.kb.index import Filter, one_blas_thread
+from deepresearch.kb.index import FACT_VEC, Filter, one_blas_thread
 from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.rows import select_facts
 
@@ -60,13 +60,8 @@ def neighbours(
             best = hit[np.argsort(-scores[hit, col])][:k]
             out.append([(int(ram.rids[i]), float(scores[i, col])) for i in best])
         return out
-    sql = "select rowid, distance from fact_vec where embedding match ? and k = ? and status = 'active'"
     return [
-        [
-            (int(rid), 1.0 - dist)
-            for rid, dist in conn.execute(sql, (np.asarray(v, dtype=np.float32).tobytes(), k))
-            if 1.0 - dist >= threshold
-        ]
+        [(rid, cosine) for rid, cosine in FACT_VEC.knn(conn, v, k, "status = 'active'") if cosine >= threshold]
         for v in matrix
     ]
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from deepresearch.db import transaction
-from deepresearch.errors import DeepResearchError, ModelNotFound
+from deepresearch.errors import DeepResearchError
 from deepresearch.facts import Fact
+from deepresearch.indexing import EmbedderSource, LazyEmbedder
 from deepresearch.kb import analytics, rows, vectors, write
 from deepresearch.kb.check import check
 from deepresearch.kb.codes import Indexes
@@ -40,8 +41,6 @@ log = logging.getLogger(__name__)
 # the public names callers import from here
 __all__ = ["AddResult", "CompressResult", "Conflict", "HistoryEvent", "KnowledgeBase", "Recall", "SweepResult"]
 
-EmbedderSource = Union["Embedder", Callable[[], "Embedder"]]
-
 
 class KnowledgeBase:
     """Facts, their sources, vectors, FTS rows and history in the workspace SQLite file."""
@@ -49,8 +48,7 @@ class KnowledgeBase:
     def __init__(self, conn: Any, embedder: EmbedderSource | None, config: KBConfig):
         self.conn = conn
         self.config = config
-        self._embedder_source = embedder
-        self._embedder: Embedder | None = None
+        self._embedder = LazyEmbedder(embedder, "the knowledge base")
         # the float matrix (recall from kb.ram_index_min_facts on) and the compact copy
         # (from kb.bit_index_min_facts on, and in one-shot processes), loaded on first use
         self.indexes = Indexes()
@@ -83,14 +81,7 @@ class KnowledgeBase:
 
     def embedder(self) -> Embedder:
         """The embedder, created on first use (raises ModelError/ModelNotFound if it cannot load)."""
-        if self._embedder is None:
-            from deepresearch.models.embed import Embedder
-
-            source = self._embedder_source
-            if source is None:
-                raise ModelNotFound("no embedding model was given to the knowledge base")
-            self._embedder = source if isinstance(source, Embedder) else source()
-        return self._embedder
+        return self._embedder()
 
     def _vectors(self, embedder: Embedder | None = None) -> write.Vectors:
         """The write path's lazy (checked embedder | None, reason) for this KB or another embedder."""
