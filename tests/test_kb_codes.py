@@ -184,8 +184,7 @@ def test_reembed_rebuilds_the_copy(kb):
         def embed_batch(self, texts):
             return super().embed_batch([t + " (other model)" for t in texts])
 
-    kb._embedder = Other()
-    kb.reembed()
+    KnowledgeBase(kb.conn, Other(), kb.config).reembed()  # the same file, rebuilt by another model
     index.refresh(kb.conn)
     assert index.rids.size == 600 and not np.array_equal(index.bits, before)
     assert np.array_equal(index.bits, rebuilt(kb.conn).bits)
