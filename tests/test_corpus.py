@@ -333,6 +333,9 @@ def test_embedding_model_change_fails_closed(corpus: Corpus, tmp_path: Path) -> 
     with pytest.raises(DimensionMismatch, match="corpus remove --all"):
         other.search("oceans", 3, mode="vector")
     assert other.search("oceans", 3, mode="bm25")  # keyword search needs no model
+    resized = Corpus(corpus.conn, FakeEmbedder(dimension=64, model_id="fake-embedder"), corpus.config)
+    with pytest.raises(DimensionMismatch, match=r"\(384-d\) but the configured model is fake-embedder \(64-d\)"):
+        resized.search("oceans", 3, mode="vector")  # same model name, other dimension: fails closed too
 
 
 def test_embedder_is_loaded_only_for_vectors(tmp_path: Path) -> None:
