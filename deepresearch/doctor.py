@@ -90,6 +90,8 @@ X86_FEATURES = {
     "AVX512_BF16": "avx512_bf16",
     "AMX_INT8": "amx_int8",
 }
+# scripts/setup.sh leaves llama.cpp's AMX kernels out of native builds on purpose (they crashed).
+LEFT_OUT = {"AMX_INT8"}
 # scripts/wheelhouse.sh stamps this file into the portable wheel's .dist-info (same name in scripts/wheelhouse.py).
 BUILD_RECORD = "DEEPRESEARCH-BUILD.json"
 REBUILD_FIX = (
@@ -132,7 +134,13 @@ def llama_build_report(compiled: list[str], record: dict | None, host: set[str] 
         raise RuntimeError(
             f"{detail}; compiled for {' '.join(missing)}, which this CPU lacks: expect 'illegal instruction' crashes"
         )
-    unused = [f for f in X86_FEATURES if f not in compiled and X86_FEATURES[f] in host]
+    if "AMX_INT8" in compiled:
+        return detail, (
+            "compiled with AMX kernels, which crashed every decode (SIGSEGV in ggml_backend_amx_mul_mat) on an "
+            "AMX machine with llama-cpp-python 0.3.36; scripts/setup.sh builds without them: "
+            "pip cache remove llama_cpp_python, then pip uninstall -y llama-cpp-python and bash scripts/setup.sh"
+        )
+    unused = [f for f in X86_FEATURES if f not in compiled and X86_FEATURES[f] in host and f not in LEFT_OUT]
     if unused and not record:
         # A native build leaves out a feature this CPU has only if it was compiled on another CPU.
         return detail, f"built natively on another CPU: this one also has {' '.join(unused)} (unused); {REBUILD_FIX}"

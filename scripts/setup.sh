@@ -69,6 +69,14 @@ else
   # llama-cpp-python compiles llama.cpp from source the first time (~10 min on 2 cores, tuned to
   # this CPU); pip's wheel cache makes later installs fast.
   export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
+  # On CPUs with AMX (Sapphire Rapids and later), -march=native compiles llama.cpp's AMX matrix
+  # kernels, and on such a machine here every decode crashed with SIGSEGV in ggml_backend_amx_mul_mat
+  # (llama-cpp-python 0.3.36). The AMX path brings nothing to a 135M-270M model, so it is left out;
+  # the rest of the native tuning (AVX-512, VNNI) stays. Set CFLAGS/CXXFLAGS yourself to override.
+  # A wheel cached before this rule is removed once with: pip cache remove llama_cpp_python
+  if grep -q -w amx_tile /proc/cpuinfo 2>/dev/null && [ -z "${CFLAGS:-}${CXXFLAGS:-}" ]; then
+    export CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" CXXFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  fi
   TARGET="."
   [ -n "$EXTRAS" ] && TARGET=".[$EXTRAS]"
   "$PY" -m pip install -c "$CONSTRAINTS" -e "$TARGET"

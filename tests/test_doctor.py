@@ -141,13 +141,26 @@ def test_host_flags_read_from_cpuinfo(tmp_path):
 
 
 def test_doctor_text_output_marks_a_warning(home, monkeypatch):
+    import llama_cpp
+
     import deepresearch.doctor as doctor
 
     monkeypatch.setattr(doctor, "host_cpu_flags", lambda: V3_HOST | {"avx512f", "avx512vbmi"})
     monkeypatch.setattr(doctor.metadata, "distribution", _no_build_record)
+    # The build's features are this test's, not those of whatever CPU compiled the installed llama.cpp.
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: V3_INFO.encode())
     result = runner.invoke(app, ["--home", str(home), "doctor", "--skip", "embedding-model", "--skip", "llm"])
     assert "warn llama-build" in result.stdout, result.stdout
     assert "     warning: built natively on another CPU: this one also has AVX512 AVX512_VBMI" in result.stdout
+
+
+def test_native_build_leaves_amx_out_without_warning_and_an_amx_build_warns():
+    host = V3_HOST | {"amx_int8", "amx_tile"}
+    detail, warning = llama_build_report(compiled_cpu_features(V3_INFO), None, host)
+    assert warning == "" and "AMX" not in detail
+    amx = compiled_cpu_features(V3_INFO + " AMX_INT8 = 1 |")
+    detail, warning = llama_build_report(amx, None, host)
+    assert "AMX_INT8" in detail and "SIGSEGV" in warning and "pip cache remove llama_cpp_python" in warning
 
 
 def _no_build_record(name):
