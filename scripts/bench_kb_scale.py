@@ -234,6 +234,7 @@ def maintenance(db: Path, size: int, table: dict) -> None:
 
     from deepresearch.config import KBConfig
     from deepresearch.db import connect
+    from deepresearch.facts import Fact
     from deepresearch.kb.store import KnowledgeBase
 
     copy = db.with_name("maintenance.db")
@@ -245,6 +246,13 @@ def maintenance(db: Path, size: int, table: dict) -> None:
     shutil.copyfile(db, copy)
     conn = connect(copy)
     store = KnowledgeBase(conn, LookupEmbedder(table), KBConfig())
+    new = [Fact(text, f"https://bench.example/new/{i}", category="technology") for i, text in enumerate(table)]
+    started = time.perf_counter()
+    added = store.add_facts(new, now=NOW)
+    print(
+        f"kb add through the write path (merging on, neighbours by size): {len(new)} facts in"
+        f" {time.perf_counter() - started:.1f} s ({len(added.added)} added, {len(added.merged)} merged)"
+    )
     started = time.perf_counter()
     swept = store.sweep(now=NOW)
     print(
