@@ -7,7 +7,6 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,6 +20,7 @@ from deepresearch.config import OpenAIConfig
 from deepresearch.errors import ModelError, SearchError
 from deepresearch.models.openai_backend import OpenAIModel
 from deepresearch.search.searxng import SearxngBackend
+from tests.loopback import JsonServer
 
 runner = CliRunner()
 
@@ -104,46 +104,9 @@ def test_openai_deadline_bounds_a_dripping_server(drip: DripServer, home: Path, 
     assert seconds < 10.0, seconds  # two attempts of at most 1 s each, plus start-up; without a deadline ~24 s
 
 
-class BodyServer:
-    """Answers every request with the current (status, body bytes, headers)."""
-
-    def __init__(self) -> None:
-        self.status, self.body, self.headers = 200, b"{}", {}
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _reply(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                self.send_response(server.status)
-                for name, value in {"Content-Type": "application/json", **server.headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(server.body)))
-                self.end_headers()
-                self.wfile.write(server.body)
-
-            do_GET = do_POST = _reply
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def serve(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
-        self.body = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.status, self.headers = status, headers or {}
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
-def body_server() -> Iterator[BodyServer]:
-    server = BodyServer()
+def body_server() -> Iterator[JsonServer]:
+    server = JsonServer()
     yield server
     server.close()
 

@@ -3,12 +3,9 @@ then the OpenAI and SearXNG clients against a real loopback server answering 429
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime, formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
@@ -18,6 +15,7 @@ from deepresearch.errors import ModelError, SearchError
 from deepresearch.models.openai_backend import OpenAIModel
 from deepresearch.retry import GaveUp, Retry, TryAgain, retry_after
 from deepresearch.search.searxng import SearxngBackend
+from tests.loopback import JsonServer
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -141,46 +139,10 @@ def test_other_errors_are_not_retried() -> None:
 # --- the clients against a real loopback server -------------------------------------------
 
 
-class Scripted:
-    """Answers each request with the next scripted (status, JSON body, headers); records when."""
-
-    def __init__(self) -> None:
-        self.script: list[tuple[int, Any, dict[str, str]]] = []
-        self.times: list[float] = []
-        scripted = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _reply(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                scripted.times.append(time.monotonic())
-                status, body, headers = scripted.script.pop(0) if scripted.script else (500, {}, {})
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                for name, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _reply
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[Scripted]:
-    s = Scripted()
+def server() -> Iterator[JsonServer]:
+    s = JsonServer()
+    s.serve({}, status=500)
     yield s
     s.close()
 
@@ -193,7 +155,7 @@ CHAT = {"choices": [{"message": {"role": "assistant", "content": "Paris."}}]}
 SEARX = {"results": [{"url": "https://a.org", "title": "A", "content": "a"}]}
 
 
-def test_searxng_waits_until_an_http_date_retry_after(server: Scripted) -> None:
+def test_searxng_waits_until_an_http_date_retry_after(server: JsonServer) -> None:
     """A real wait: the date is 3 s ahead at one-second resolution, so the retry comes 2–3 s later
     (less the time the 429 took to arrive)."""
     server.script = [(429, {"error": "slow down"}, {"Retry-After": _http_date(3)}), (200, SEARX, {})]
@@ -203,7 +165,7 @@ def test_searxng_waits_until_an_http_date_retry_after(server: Scripted) -> None:
     assert 1.0 < gap < 6.0, gap  # not our 0.01 s backoff: the server's date
 
 
-def test_openai_honours_an_http_date_retry_after(server: Scripted) -> None:
+def test_openai_honours_an_http_date_retry_after(server: JsonServer) -> None:
     sleeps: list[float] = []
     server.script = [(429, {"error": {"message": "slow down"}}, {"Retry-After": _http_date(3)}), (200, CHAT, {})]
     model = OpenAIModel(OpenAIConfig(base_url=server.url, max_retries=2, backoff_seconds=0.01), sleep=sleeps.append)
@@ -211,7 +173,7 @@ def test_openai_honours_an_http_date_retry_after(server: Scripted) -> None:
     assert len(sleeps) == 1 and 1.0 < sleeps[0] <= 3.0, sleeps  # the date (2–3 s ahead), not the 0.01 s backoff
 
 
-def test_a_retry_after_past_the_deadline_fails_at_once(server: Scripted) -> None:
+def test_a_retry_after_past_the_deadline_fails_at_once(server: JsonServer) -> None:
     """An hour-away date with a 1 s timeout and 2 retries (3 s in all): no wait, one clear error line."""
     sleeps: list[float] = []
     far = {"Retry-After": _http_date(3600)}
