@@ -149,6 +149,17 @@ def percentile_ms(times: list[float], q: float) -> float:
     return float(np.percentile(np.array(times) * 1000, q))
 
 
+def cached_build(work):
+    """(build.json path, its report) when `work` holds a finished build; else an emptied folder and None."""
+    report_file = work / "build.json"
+    if report_file.exists():
+        return report_file, json.loads(report_file.read_text())
+    work.mkdir(parents=True, exist_ok=True)
+    for stale in work.glob("deepresearch.db*"):
+        stale.unlink()
+    return report_file, None
+
+
 def build(size, texts, vectors, queries, qvecs, args):
     """The bench KB of `size` facts through the real write path (merging on), cached on disk.
 
@@ -161,12 +172,9 @@ def build(size, texts, vectors, queries, qvecs, args):
     from deepresearch.kb.store import KnowledgeBase
 
     work = args.cache / f"kb-{size}-real{len(texts)}"
-    report_file = work / "build.json"
-    if report_file.exists():
-        return work, json.loads(report_file.read_text())
-    work.mkdir(parents=True, exist_ok=True)
-    for stale in work.glob("deepresearch.db*"):
-        stale.unlink()
+    report_file, cached = cached_build(work)
+    if cached is not None:
+        return work, cached
     rng = np.random.default_rng(42)
     fact_texts, matrix = dataset(size, texts, vectors, rng)
     cats = rng.integers(0, len(CATEGORIES), size)
@@ -214,12 +222,9 @@ def build(size, texts, vectors, queries, qvecs, args):
 def build_bulk(size, texts, vectors, queries, qvecs, args):
     """The bench KB of `size` facts from the bulk loader (bench_kb_scale.py), cached on disk."""
     work = args.cache / f"bulk-{size}-real{len(texts)}"
-    report_file = work / "build.json"
-    if report_file.exists():
-        return work, json.loads(report_file.read_text())
-    work.mkdir(parents=True, exist_ok=True)
-    for stale in work.glob("deepresearch.db*"):
-        stale.unlink()
+    report_file, cached = cached_build(work)
+    if cached is not None:
+        return work, cached
     rng = np.random.default_rng(42)
     fact_texts, matrix = dataset(size, texts, vectors, rng)
     report = bulk_build(work, fact_texts, matrix, rng)
