@@ -32,6 +32,7 @@ from pydantic import Field, ValidationError
 from deepresearch import __version__
 from deepresearch.errors import NotFound, user_message
 from deepresearch.text import redact_secrets
+from deepresearch.views import add_result_json, recall_json, to_jsonable
 from deepresearch.workspace import Workspace
 
 # The schemas' enums; a test keeps them equal to deepresearch.facts' tuples.
@@ -177,7 +178,6 @@ def build_server(
     ) -> dict[str, Any]:
         """Recall facts related to `text` from the knowledge base, filtered and decayed by the lifecycle
         mode (as `deepresearch kb query --json`: {degraded, reason, mode, include_expired, hits})."""
-        from deepresearch.cli.kb import recall_json
         from deepresearch.kb.store import KnowledgeBase
 
         with server.open() as ws:
@@ -196,7 +196,6 @@ def build_server(
     ) -> dict[str, Any]:
         """Search the local document corpus: best chunk of each matching document (as
         `deepresearch corpus search --json`: {query, backend, mode, results})."""
-        from deepresearch.cli.common import to_jsonable
         from deepresearch.search.corpus import Corpus
 
         with server.open() as ws:
@@ -214,7 +213,6 @@ def build_server(
     ) -> dict[str, Any]:
         """Store one fact (needs --allow-write); an exact duplicate reconfirms the stored fact, a near
         duplicate merges into it (as `deepresearch kb add --json`)."""
-        from deepresearch.cli.kb import add_result_json
         from deepresearch.facts import Fact
         from deepresearch.kb.store import KnowledgeBase
 
@@ -254,7 +252,6 @@ def build_server(
         run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")],
     ) -> dict[str, Any]:
         """One saved research run with its steps, counters and report (as `deepresearch runs show --json`)."""
-        from deepresearch.cli.common import to_jsonable
         from deepresearch.research.runs import RunStore
 
         with server.open() as ws:
@@ -293,7 +290,6 @@ def _research(
     done: threading.Event,
 ) -> Any:
     """The research tool's worker thread: one run on its own connection, progress sent to the client."""
-    from deepresearch.cli.common import to_jsonable
     from deepresearch.research.loop import options_from_config, run_research
     from deepresearch.research.progress import describe
 

@@ -143,7 +143,7 @@ ONE_SHOT = """
 import sys, time
 started = time.perf_counter()
 import numpy as np
-from deepresearch.cli.kb import recall_json
+from deepresearch.views import recall_json
 from deepresearch.config import KBConfig
 from deepresearch.db import connect
 from deepresearch.kb.store import KnowledgeBase

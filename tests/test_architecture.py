@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "deepresearch"
 # A name ending in ".*" covers a whole subpackage.
 LAYERS: list[tuple[str, ...]] = [
     ("deepresearch.__main__", "deepresearch.cli.*", "deepresearch.mcp_server"),
-    ("deepresearch.research.*",),
+    ("deepresearch.research.*", "deepresearch.views"),
     ("deepresearch.kb.*", "deepresearch.search.*", "deepresearch.doctor"),
     ("deepresearch.models.*", "deepresearch.workspace", "deepresearch.indexing"),
     ("deepresearch.config", "deepresearch.db", "deepresearch.prompts", "deepresearch.registry", "deepresearch.files"),
@@ -169,3 +169,9 @@ def test_cli_commands_close_nothing_themselves() -> None:
             ):
                 by_hand.append(f"{path.name}:{node.lineno} {ast.unparse(node)} (use open_kb/open_cache)")
     assert by_hand == [], "\n".join(by_hand)
+
+
+def test_the_mcp_server_does_not_import_the_cli() -> None:
+    """Two front ends over one library: their shared JSON shapes live in deepresearch/views.py."""
+    from_cli = sorted(m for m in graph()["deepresearch.mcp_server"] if m.startswith("deepresearch.cli"))
+    assert from_cli == [], from_cli

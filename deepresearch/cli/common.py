@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from deepresearch.views import json_default
+
 if TYPE_CHECKING:
     from deepresearch.kb.store import KnowledgeBase
     from deepresearch.search.cache import SearchCache
@@ -83,24 +85,6 @@ def open_cache(ctx: typer.Context, ws: Workspace) -> SearchCache:
     cache = SearchCache.from_workspace(ws)
     ctx.call_on_close(cache.close)
     return cache
-
-
-def json_default(obj: Any) -> Any:
-    """`json.dumps` fallback for what commands return: dataclasses, paths, numpy values."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
-
-
-def to_jsonable(data: Any) -> Any:
-    """`data` as plain JSON values (dicts, lists, strings, numbers): the `--json` shape."""
-    return json.loads(json.dumps(data, ensure_ascii=False, default=json_default))
 
 
 def echo_json(data: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from deepresearch.cli.common import Fresh, echo_json, open_kb, open_workspace, status, warn
+from deepresearch.views import add_result_json, recall_json
 
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
 
@@ -20,17 +21,6 @@ class ExportFormat(str, Enum):
 
 
 MAX_WARNINGS = 20
-
-
-def add_result_json(result: Any) -> dict[str, Any]:
-    """The `kb add --json` shape of an AddResult (also what the MCP `kb_add` tool returns)."""
-    return {
-        "added": result.added,
-        "reconfirmed": result.reconfirmed,
-        "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
-        "merged": result.merged,
-        "flagged": [{"id": a, "other_id": b, "reason": r} for a, b, r in result.flagged],
-    }
 
 
 def _report_add(result: Any, as_json: bool, list_ids: bool = True) -> None:
@@ -94,24 +84,6 @@ def import_(
     _report_add(result, as_json, list_ids=False)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)
-
-
-def _hit_json(hit: Any) -> dict[str, Any]:
-    """The `kb query --json` shape of a hit: every Hit field except the internal ones."""
-    import dataclasses
-
-    return {k: v for k, v in dataclasses.asdict(hit).items() if k != "verified_at"}
-
-
-def recall_json(recall: Any) -> dict[str, Any]:
-    """The `kb query --json` shape of a Recall (also what the MCP `kb_query` tool returns)."""
-    return {
-        "degraded": recall.degraded,
-        "reason": recall.reason,
-        "mode": recall.mode,
-        "include_expired": recall.include_expired,
-        "hits": [_hit_json(h) for h in recall.hits],
-    }
 
 
 def _expiry_tag(hit: Any) -> str:
