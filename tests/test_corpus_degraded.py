@@ -111,3 +111,7 @@ def test_degraded_kb_check_exits_0(home: Path, fake, monkeypatch) -> None:
     monkeypatch.setenv(NV, "1")
     out = cli(home, "kb", "check")
     assert out.startswith("note: vectors not checked") and "ok:" in out
+    degraded = json.loads(cli(home, "kb", "check", "--json"))
+    assert degraded == {"ok": True, "problems": [], "vectors_not_checked": f"disabled by {NV}"}
+    monkeypatch.delenv(NV)
+    assert json.loads(cli(home, "kb", "check", "--json"))["vectors_not_checked"] is None

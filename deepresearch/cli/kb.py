@@ -205,7 +205,7 @@ def check(
     """Verify that facts, sources, history, vectors and FTS rows agree (exit 1 on problems)."""
     kb = open_kb(ctx)
     problems = kb.check()
-    unchecked = None if getattr(kb.conn, "vec_version", None) else getattr(kb.conn, "vec_error", None)
+    unchecked = kb.vectors_not_checked()
     if as_json:
         echo_json({"ok": not problems, "problems": problems, "vectors_not_checked": unchecked})
     else:

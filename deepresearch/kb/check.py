@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from deepresearch.db import get_meta
-from deepresearch.indexing import fts_integrity_problem
+from deepresearch.indexing import fts_integrity_problem, vec_loaded
 from deepresearch.kb.codes import verify as verify_codes
 from deepresearch.kb.index import vec_dimension
 from deepresearch.kb.rows import DIMENSION_KEY
@@ -16,12 +16,17 @@ def _ids(rows: list[tuple]) -> str:
     return shown + (f" (+{len(rows) - 5} more)" if len(rows) > 5 else "")
 
 
+def vectors_not_checked(conn: Any) -> str | None:
+    """Why `check` cannot verify the vectors on `conn` (sqlite-vec's load error), or None when it can."""
+    return None if vec_loaded(conn) else getattr(conn, "vec_error", None)
+
+
 def check(conn: Any) -> list[str]:
     """A list of human-readable problems; empty when everything agrees.
 
     Also checks the whole file (`PRAGMA quick_check`: a damaged page in any table) and the
     corpus (`search.corpus_index.check_corpus`). Without sqlite-vec the vectors are not checked,
-    which is not a problem (the CLI says so in a note).
+    which is not a problem (`vectors_not_checked` says why, for a note).
     """
     from deepresearch.search.corpus_index import check_corpus
 
@@ -60,7 +65,7 @@ def check(conn: Any) -> list[str]:
         if rows:
             problems.append(f"{len(rows)} {label}: {_ids(rows)}")
     dim = get_meta(conn, DIMENSION_KEY)
-    if not getattr(conn, "vec_version", None):
+    if not vec_loaded(conn):
         return problems
     if vec_dimension(conn) is None:
         problems.append("the vector table fact_vec is missing — run `deepresearch kb reembed`")

@@ -23,7 +23,7 @@ from deepresearch.errors import DeepResearchError
 from deepresearch.facts import Fact
 from deepresearch.indexing import EmbedderSource, LazyEmbedder
 from deepresearch.kb import analytics, rows, vectors, write
-from deepresearch.kb.check import check
+from deepresearch.kb.check import check, vectors_not_checked
 from deepresearch.kb.codes import Indexes
 from deepresearch.kb.compress import compress
 from deepresearch.kb.recall import recall
@@ -233,6 +233,10 @@ class KnowledgeBase:
     def check(self) -> list[str]:
         """Problems found when comparing facts, sources, history, vectors and FTS ([] = consistent)."""
         return check(self.conn)
+
+    def vectors_not_checked(self) -> str | None:
+        """Why `check` leaves the vectors out (sqlite-vec is not available), or None when it checks them."""
+        return vectors_not_checked(self.conn)
 
     def stats(self, now: float | None = None) -> dict[str, Any]:
         """Counts by category/status, age histogram, expiring soon, confidence, top sources (DuckDB)."""
