@@ -81,39 +81,58 @@ def load_sqlite_vec(conn: Any) -> str:
     return str(conn.execute("select vec_version()").fetchone()[0])
 
 
+KB_FILE = "the knowledge base"  # how a SQLite error names the workspace file unless told otherwise
+
+
 @contextlib.contextmanager
-def sqlite_errors(path: Path | str) -> Iterator[None]:
-    """Turn SQLite's locked/corrupt errors into user errors that name the fix."""
+def sqlite_errors(path: Path | str, what: str = KB_FILE) -> Iterator[None]:
+    """Turn SQLite's locked/read-only/corrupt errors into user errors that name `what` at `path` and the fix."""
     try:
         yield
     except DeepResearchError:
         raise
     except Exception as exc:
-        error = sqlite_user_error(exc, path)
+        error = sqlite_user_error(exc, path, what)
         if error is None:
             raise
         raise error from exc
 
 
-def sqlite_user_error(exc: BaseException, path: Path | str) -> DeepResearchError | None:
-    """The user error (naming `path` and the fix) for SQLite's locked, read-only or corrupt errors; else None."""
+def database_failure(exc: BaseException) -> str | None:
+    """How SQLite failed on the file itself ("locked", "read-only" or "corrupt"), or None for any other error.
+
+    Such an error is about the database, not about the statement or the input that ran into it.
+    """
     if type(exc).__name__ not in ("OperationalError", "DatabaseError"):
         return None
     message = str(exc).lower()
     if "locked" in message or "busy" in message:
-        return KnowledgeBaseLocked(
-            f"the knowledge base {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
-            " — wait for the other run or sweep to finish and try again"
-        )
+        return "locked"
     if "unable to open database" in message or "readonly" in message:
+        return "read-only"
+    if "not a database" in message or "malformed" in message or "corrupt" in message:
+        return "corrupt"
+    return None
+
+
+def sqlite_user_error(exc: BaseException, path: Path | str, what: str = KB_FILE) -> DeepResearchError | None:
+    """The user error, naming `what` at `path` and the fix, for a `database_failure`; else None."""
+    failure = database_failure(exc)
+    if failure == "locked":
+        return KnowledgeBaseLocked(
+            f"{what} {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s"
+            " — wait for the other run, ingest or sweep to finish and try again"
+        )
+    if failure == "read-only":
         where = Path(path)
         return InputError(
-            f"cannot open the knowledge base {where} for writing ({exc}) — make it and its folder"
+            f"cannot open {what} {where} for writing ({exc}) — make it and its folder"
             f" {where.parent} writable (SQLite also creates {where.name}-wal and -shm there), or pass --home DIR"
         )
-    if "not a database" in message or "malformed" in message or "corrupt" in message:
+    if failure == "corrupt":
         return DatabaseCorrupt(
-            f"{path} is not a readable SQLite database ({exc}) — move it aside and rerun, or restore it from a backup"
+            f"{what} {path} is not a readable SQLite database ({exc}) — move it aside and rerun,"
+            " or restore it from a backup"
         )
     return None
 

@@ -144,6 +144,21 @@ def test_evict_clear_and_empty_results_not_cached(tmp_path: Path) -> None:
     cache.close()
 
 
+def test_a_failing_eviction_names_the_cache_folder(tmp_path: Path) -> None:
+    """`corpus add` evicts cached corpus results; a broken cache file is named as the cache, not the corpus."""
+    from deepresearch.errors import SearchError
+
+    cache = SearchCache(tmp_path / "cache", ttl_seconds=60)
+    cache.set("corpus", "q", 2, [hit("C")])
+    other = sqlite3.connect(tmp_path / "cache" / "cache.db")
+    other.execute("alter table Cache rename to Gone")  # another process broke the file
+    other.commit()
+    other.close()
+    with pytest.raises(SearchError, match=r"the search cache in .*cache could not drop its corpus results .* folder"):
+        cache.evict_backend("corpus")
+    cache.close()
+
+
 def test_no_cache_means_always_backend() -> None:
     backend = CountingBackend()
     for _ in range(2):

@@ -108,6 +108,82 @@ def test_corpus_add_invalidates_cached_corpus_results(home: Path, tmp_path: Path
     assert fresh["cache_hit"] is False and fresh["results"][0]["text"] != first["results"][0]["text"]
 
 
+def one_error_line(result, *needles: str) -> str:  # type: ignore[no-untyped-def]
+    """The single `Error:` line of a failed command (exit 1, no traceback)."""
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output, result.exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def _listed(home: Path) -> list[str]:
+    result = run(home, "corpus", "list", "--json")
+    assert result.exit_code == 0, result.output
+    return [Path(s["path"]).name for s in json.loads(result.stdout)]
+
+
+def test_corpus_commands_on_a_locked_database_name_the_file(
+    home: Path, tmp_path: Path, fake_model: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holding the write lock: one Error line naming the corpus file, nothing lost."""
+    from deepresearch import db
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 1.0)  # SQLite waits 30 s before it gives up
+    (tmp_path / "a.md").write_text("# Lakes\n\nLake Baikal is the deepest lake on Earth.")
+    (tmp_path / "b.md").write_text("# Rivers\n\nThe Amazon river carries the most water of any river.")
+    assert run(home, "corpus", "add", str(tmp_path / "a.md")).exit_code == 0
+    path = home / "deepresearch.db"
+    other = db.connect(path)
+    other.execute("begin immediate")  # a writer in another connection (e.g. a research run) holds the lock
+    try:
+        locked = ("the corpus database", str(path), "stayed locked by another process for 1s", "try again")
+        one_error_line(run(home, "corpus", "add", str(tmp_path / "b.md")), *locked)
+        one_error_line(run(home, "corpus", "remove", str(tmp_path / "a.md")), *locked)
+        assert _listed(home) == ["a.md"]  # WAL: readers go on while the writer holds the lock
+    finally:
+        other.execute("rollback")
+        other.close()
+    assert _listed(home) == ["a.md"]
+    assert run(home, "corpus", "add", str(tmp_path / "b.md")).exit_code == 0
+    assert _listed(home) == ["a.md", "b.md"]
+    found = json.loads(run(home, "corpus", "search", "Amazon river", "--mode", "bm25", "--json").stdout)
+    assert Path(found["results"][0]["url"]).name == "b.md"
+
+
+def test_corpus_commands_on_a_damaged_database_name_the_file(
+    home: Path, tmp_path: Path, fake_model: FakeEmbedder
+) -> None:
+    """A damaged page, then a file that is no database at all: one Error line, the file left as it was."""
+    from deepresearch.db import connect
+
+    (tmp_path / "a.md").write_text("# Lakes\n\nLake Baikal is the deepest lake on Earth.")
+    (tmp_path / "b.md").write_text("# Rivers\n\nThe Amazon river carries the most water of any river.")
+    assert run(home, "corpus", "add", str(tmp_path / "a.md")).exit_code == 0
+    path = home / "deepresearch.db"
+    conn = connect(path)
+    page = conn.execute("pragma page_size").fetchone()[0]
+    root = conn.execute("select rootpage from sqlite_master where name = 'corpus_sources'").fetchone()[0]
+    conn.execute("pragma wal_checkpoint(truncate)")
+    conn.close()
+    with path.open("r+b") as file:
+        file.seek((root - 1) * page)
+        file.write(b"\xff" * 64)
+    damaged = path.read_bytes()
+    unreadable = ("the corpus database", str(path), "is not a readable SQLite database", "move it aside")
+    one_error_line(run(home, "corpus", "list"), *unreadable)
+    one_error_line(run(home, "corpus", "add", str(tmp_path / "b.md")), *unreadable)
+    one_error_line(run(home, "corpus", "remove", "--all"), *unreadable)
+    assert path.read_bytes() == damaged
+
+    path.write_bytes(b"not a database " * 100)  # fails while connecting, before any corpus table is read
+    one_error_line(run(home, "corpus", "search", "lake"), *unreadable)
+    one_error_line(run(home, "kb", "stats"), "the knowledge base", str(path), "is not a readable SQLite database")
+    assert path.read_bytes() == b"not a database " * 100
+
+
 @pytest.mark.slow
 def test_hybrid_with_real_model_finds_paraphrases_and_keywords(tmp_path: Path, real_embedder) -> None:  # type: ignore[no-untyped-def]
     from deepresearch.config import CorpusConfig

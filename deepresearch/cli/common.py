@@ -48,8 +48,10 @@ def search_backend(value: str | None) -> str | None:
     return value
 
 
-# ctx.meta key (shared by every context of one invocation): the KB file a command opened.
-KB_PATH = "deepresearch.kb_path"
+# ctx.meta key (shared by every context of one invocation): the database a command opened, as
+# (what it is to the user, its file), so the root's error translation names it in SQLite errors.
+DATABASE = "deepresearch.database"
+CORPUS_FILE = "the corpus database"
 
 
 def open_workspace(ctx: typer.Context, overrides: dict[str, Any] | None = None, *, create: bool = True) -> Workspace:
@@ -71,11 +73,23 @@ def open_kb(ctx: typer.Context, ws: Workspace | None = None, *, create: bool = T
     SQLite errors of a command that opened the KB are then named for the KB file by the root's
     error translation (locked: wait; read-only: make it writable; corrupt: move it aside).
     """
+    from deepresearch.db import KB_FILE
     from deepresearch.kb.store import KnowledgeBase
 
     ws = ws or open_workspace(ctx, create=create)
-    ctx.meta[KB_PATH] = ws.db_path
+    ctx.meta[DATABASE] = (KB_FILE, ws.db_path)
     return KnowledgeBase.from_workspace(ws)
+
+
+def open_corpus_workspace(ctx: typer.Context) -> Workspace:
+    """The workspace of a corpus command, closed when the command ends.
+
+    The corpus lives in the workspace file: its SQLite errors are named for that file, as the
+    corpus database, by the root's error translation (as `open_kb` does for the KB).
+    """
+    ws = open_workspace(ctx)
+    ctx.meta[DATABASE] = (CORPUS_FILE, ws.db_path)
+    return ws
 
 
 def open_cache(ctx: typer.Context, ws: Workspace) -> SearchCache:

@@ -13,6 +13,7 @@ from deepresearch.cli.common import (
     echo_json,
     is_tty,
     open_cache,
+    open_corpus_workspace,
     open_workspace,
     search_backend,
     status,
@@ -75,7 +76,7 @@ def add(
     from deepresearch.search.readers import TableSpec
 
     spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
-    report = add_documents(open_workspace(ctx), paths, table=spec, glob=glob, progress=_progress_line())
+    report = add_documents(open_corpus_workspace(ctx), paths, table=spec, glob=glob, progress=_progress_line())
     if is_tty():
         typer.echo("", err=True)
     for message in report.errors:
@@ -99,7 +100,7 @@ def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
     """List ingested files with their document and chunk counts."""
     from deepresearch.search.corpus import Corpus
 
-    ws = open_workspace(ctx)
+    ws = open_corpus_workspace(ctx)
     sources = Corpus(ws.db, None, ws.config.search.corpus).sources()
     if as_json:
         echo_json(sources)
@@ -122,7 +123,7 @@ def search_corpus(
     """Search the local corpus directly (no cache): best chunk of each matching document."""
     from deepresearch.search.corpus import Corpus
 
-    ws = open_workspace(ctx)
+    ws = open_corpus_workspace(ctx)
     corpus = Corpus.from_workspace(ws)
     chosen = mode.value if mode else ws.config.search.corpus.mode
     if corpus.count_chunks() == 0 and not as_json:
@@ -144,7 +145,7 @@ def remove(
 
     if not paths and not all_sources:
         raise InputError("name the files to remove (see `deepresearch corpus list`) or pass --all")
-    removed = remove_documents(open_workspace(ctx), paths or [], all_sources=all_sources)
+    removed = remove_documents(open_corpus_workspace(ctx), paths or [], all_sources=all_sources)
     if as_json:
         echo_json({"removed_documents": removed})
     else:

@@ -24,7 +24,8 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
 
     That is the project's own `DeepResearchError`s plus the OS, SQLite, YAML, Unicode and
     DuckDB errors `errors.user_message` knows (SQLite's locked/read-only/corrupt errors name the
-    KB file and the fix when the command opened the KB); anything else is a bug and keeps its traceback.
+    file and the fix when the command opened the KB or the corpus); anything else is a bug and keeps
+    its traceback.
     Credentials inside URLs are redacted from the line.
     """
 
@@ -37,14 +38,19 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
             typer.echo("Error: interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as exc:
-            from deepresearch.cli.common import KB_PATH
+            from deepresearch.cli.common import DATABASE
             from deepresearch.db import sqlite_user_error
             from deepresearch.errors import user_message
             from deepresearch.text import redact_secrets
 
-            # SQLite's locked/read-only/corrupt errors name the KB file when the command opened the KB.
-            kb_path = ctx.meta.get(KB_PATH)
-            message = user_message((sqlite_user_error(exc, kb_path) if kb_path else None) or exc)
+            # SQLite's locked/read-only/corrupt errors name the database the command opened (the KB,
+            # the corpus), also when the library already turned one into a user error while connecting.
+            named = None
+            if DATABASE in ctx.meta:
+                what, path = ctx.meta[DATABASE]
+                cause = exc.__cause__
+                named = sqlite_user_error(exc, path, what) or (cause and sqlite_user_error(cause, path, what))
+            message = user_message(named or exc)
             if message is None or os.environ.get(RAISE_ENV):
                 raise
             typer.echo(f"Error: {redact_secrets(message)}", err=True)

@@ -191,7 +191,13 @@ class SearchCache:
 
     def evict_backend(self, backend_name: str) -> int:
         """Drop every entry of one backend (e.g. corpus results after `corpus add`)."""
-        return int(self._cache.evict(backend_name))
+        try:
+            return int(self._cache.evict(backend_name))
+        except sqlite3.Error as exc:  # named here: the caller's database is another file
+            raise SearchError(
+                f"the search cache in {self.directory} could not drop its {backend_name} results ({exc})"
+                " — delete that folder (it only holds cached search results)"
+            ) from None
 
     def stats(self) -> dict[str, Any]:
         """Entries, bytes on disk, hits, misses and the TTL."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from deepresearch.db import sqlite_errors, transaction
+from deepresearch.db import database_failure, transaction
 from deepresearch.errors import DeepResearchError, InputError, NotFound
 from deepresearch.facts import text_hash
 from deepresearch.search.corpus_index import ChunkVectors
@@ -110,17 +110,17 @@ class CorpusWriter:
         started = time.perf_counter()
         files = self._expand(paths, glob, report)
         if files:
-            with sqlite_errors("the workspace database"):
-                self.vectors.embed_missing()
+            self.vectors.embed_missing()
         for index, path in enumerate(files):
             try:
-                with sqlite_errors("the workspace database"):
-                    self._add_one(path, table or TableSpec(), report, progress, index, len(files), started)
+                self._add_one(path, table or TableSpec(), report, progress, index, len(files), started)
             except InputError as exc:
                 report.errors.append(str(exc))
             except DeepResearchError:
                 raise
-            except Exception as exc:  # one bad file must not stop the batch
+            except Exception as exc:  # one bad file must not stop the batch …
+                if database_failure(exc):
+                    raise  # … but a locked, read-only or corrupt database stops it (the caller names the file)
                 log.debug("ingest of %s failed", path, exc_info=True)
                 report.errors.append(f"{path}: cannot ingest ({type(exc).__name__}: {exc})")
             if progress:
@@ -322,7 +322,7 @@ class CorpusWriter:
                     raise NotFound(f"{path} is not in the corpus — see `deepresearch corpus list`")
                 rows.append(row)
         removed = 0
-        with sqlite_errors("the workspace database"), transaction(self.conn):
+        with transaction(self.conn):
             for source_id, _ in rows:
                 doc_ids = [
                     r[0] for r in self.conn.execute("select id from corpus_documents where source_id = ?", (source_id,))
