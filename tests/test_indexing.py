@@ -84,6 +84,16 @@ def test_plain_table_insert_and_delete(conn: Any) -> None:
     assert [r[0] for r in plain.knn(conn, unit(0.1, 1), 5)] == [7]
 
 
+def test_vectors_by_rowid_in_the_order_asked_without_absent_rows(conn: Any) -> None:
+    plain = VecTable("p_vec")
+    plain.create(conn, 2)
+    plain.insert(conn, [(7, unit(1, 0)), (8, unit(3, 4))])
+    found = plain.vectors(conn, [8, 99, 7])
+    assert list(found) == [8, 7]
+    assert found[8].dtype == np.float32 and np.array_equal(found[8], unit(3, 4))
+    assert np.array_equal(found[7], unit(1, 0)) and plain.vectors(conn, []) == {}
+
+
 def test_model_claim_fails_closed_on_another_model_or_dimension(conn: Any) -> None:
     first = FakeEmbedder(dimension=8, model_id="m1")
     assert CLAIM.stored(conn) == (None, None)

@@ -32,7 +32,15 @@ import numpy as np
 
 from deepresearch.db import get_meta, set_meta, transaction
 from deepresearch.facts import CATEGORIES
-from deepresearch.kb.index import GENERATION_KEY, STATUSES, VECTORS_KEY, Filter, RamIndex, vec_dimension
+from deepresearch.kb.index import (
+    FACT_VEC,
+    GENERATION_KEY,
+    STATUSES,
+    VECTORS_KEY,
+    Filter,
+    RamIndex,
+    vec_dimension,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -175,7 +183,7 @@ class CodeIndex:
         for array, column in zip(self._lifecycle(), meta[1:], strict=True):
             array[pos[update]] = column[at]
         new_rids = [int(r) for r in pending[alive & (~present | fresh)]]
-        vectors = _vectors_of(conn, new_rids)
+        vectors = FACT_VEC.vectors(conn, new_rids)
         self._missing = {r for r in new_rids if r not in vectors}
         added = np.array([r for r in new_rids if r in vectors], dtype=np.int64)
         self._int8_new.update((r, quantize(vectors[r])[0]) for r in added.tolist())
@@ -378,7 +386,7 @@ class Indexes:
 
 def exact_cosines(conn: Any, rids: list[int], query: np.ndarray) -> list[tuple[int, float]]:
     """(rid, cosine to `query`) from the stored float32 vectors of `rids` (vanished rows left out)."""
-    vectors = _vectors_of(conn, rids)
+    vectors = FACT_VEC.vectors(conn, rids)
     qnorm = float(np.linalg.norm(query)) or 1.0
     return [(rid, float(v @ query) / ((float(np.linalg.norm(v)) or 1.0) * qnorm)) for rid, v in vectors.items()]
 
@@ -444,16 +452,6 @@ def _fact_columns(conn: Any, rids: np.ndarray | None) -> tuple[np.ndarray, ...]:
         np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
         np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
     )
-
-
-def _vectors_of(conn: Any, rids: list[int]) -> dict[int, np.ndarray]:
-    """{rid: float32 vector} read from vec0 by rowid (rows without a vector are absent)."""
-    out = {}
-    for rid in rids:
-        row = conn.execute("select embedding from fact_vec where rowid = ?", (rid,)).fetchone()
-        if row is not None:
-            out[int(rid)] = np.frombuffer(row[0], dtype=np.float32)
-    return out
 
 
 def vector_chunks(conn: Any, dim: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -222,16 +222,10 @@ class RamIndex:
             rids, matrix = read_all_vectors(conn)
         else:  # only facts added since the last refresh: point lookups, not a vec0 full scan
             known = set(rids.tolist())
-            fresh = [r[0] for r in meta if r[0] not in known]
-            rows = [
-                row
-                for rid in fresh
-                for row in conn.execute("select rowid, embedding from fact_vec where rowid = ?", (rid,))
-            ]
-            if rows:
-                new = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-                rids = np.concatenate([rids, np.array([r[0] for r in rows], dtype=np.int64)])
-                matrix = np.vstack([matrix, new])
+            fresh = FACT_VEC.vectors(conn, [r[0] for r in meta if r[0] not in known])
+            if fresh:
+                rids = np.concatenate([rids, np.fromiter(fresh, dtype=np.int64, count=len(fresh))])
+                matrix = np.vstack([matrix, np.stack(list(fresh.values()))])
         index = {c: i for i, c in enumerate(CATEGORIES)}
         by_rid = np.argsort(rids)
         meta_rids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))

@@ -121,10 +121,9 @@ class _VectorReader:
         """The vector of a fact row, None if it has none (stored while sqlite-vec was unavailable)."""
         if self.all is not None:
             return self.all.get(rid)
-        import numpy as np
+        from deepresearch.kb.index import FACT_VEC
 
-        row = self.conn.execute("select embedding from fact_vec where rowid = ?", (rid,)).fetchone()
-        return None if row is None else np.frombuffer(row[0], dtype=np.float32)
+        return FACT_VEC.vectors(self.conn, [rid]).get(rid)
 
 
 def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: str,
