@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -22,6 +22,18 @@ if TYPE_CHECKING:
     from deepresearch.models.embed import Embedder
 
 log = logging.getLogger(__name__)
+
+
+class RecallOptions(TypedDict, total=False):
+    """The keyword options of `recall` a caller chooses (`KnowledgeBase.query` passes them on)."""
+
+    top_k: int | None
+    min_confidence: float | None
+    mode: str | None
+    freshness: str | None
+    category: str | None
+    now: float | None
+    include_expired: bool
 
 
 def recall(

@@ -26,11 +26,13 @@ from deepresearch.kb import analytics, rows, vectors, write
 from deepresearch.kb.check import check, vectors_not_checked
 from deepresearch.kb.codes import Indexes
 from deepresearch.kb.compress import compress
-from deepresearch.kb.recall import recall
+from deepresearch.kb.recall import RecallOptions, recall
 from deepresearch.kb.records import AddResult, CompressResult, Conflict, HistoryEvent, Recall
 from deepresearch.kb.sweep import SweepResult, sweep
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from deepresearch.config import KBConfig
     from deepresearch.models.embed import Embedder
     from deepresearch.models.llm import ChatModel
@@ -169,39 +171,15 @@ class KnowledgeBase:
         """One fact with all its sources (NotFound if no fact has this id)."""
         return rows.get(self.conn, fact_id)
 
-    def query(
-        self,
-        text: str,
-        *,
-        top_k: int | None = None,
-        min_confidence: float | None = None,
-        mode: str | None = None,
-        freshness: str | None = None,
-        category: str | None = None,
-        now: float | None = None,
-        include_expired: bool = False,
-    ) -> Recall:
+    def query(self, text: str, **options: Unpack[RecallOptions]) -> Recall:
         """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
-        Relevance is the cosine similarity; on the degraded path it is BM25 mapped to 0..1.
-        Swept (`expired`) and `superseded` facts are recalled only with `include_expired`.
-        A hit in an open contradiction lists the other fact ids in `conflicts_with`.
+        Options (`kb.recall.RecallOptions`): top_k, min_confidence, mode, freshness, category,
+        now, include_expired. Relevance is the cosine similarity; on the degraded path it is BM25
+        mapped to 0..1. Swept (`expired`) and `superseded` facts are recalled only with
+        `include_expired`. A hit in an open contradiction lists the other fact ids in `conflicts_with`.
         """
-        found = recall(
-            self.conn,
-            self.config,
-            self.indexes,
-            self._vectors()(),
-            text,
-            top_k=top_k,
-            min_confidence=min_confidence,
-            mode=mode,
-            freshness=freshness,
-            category=category,
-            now=now,
-            include_expired=include_expired,
-            one_shot=self.one_shot,
-        )
+        found = recall(self.conn, self.config, self.indexes, self._vectors()(), text, one_shot=self.one_shot, **options)
         if found.hits:
             for c in self.conflicts([h.id for h in found.hits]):
                 for hit in found.hits:
