@@ -273,6 +273,14 @@ MIGRATIONS: list[Migration] = [
         end;
         """,
     ),
+    # `kb sweep --purge` deletes a fact together with the older versions it superseded (they
+    # would point at nothing): finding them must not scan the table once per purged fact.
+    Migration(
+        "m107_facts_superseded_by",
+        """
+        create index facts_superseded_by on facts (superseded_by) where superseded_by is not null;
+        """,
+    ),
 ]
 
 

@@ -91,6 +91,36 @@ def test_purge_deletes_rows_vectors_and_fts_but_keeps_history(kb):
     assert kb.check() == []
 
 
+def test_purge_deletes_the_older_versions_a_purged_fact_superseded(kb):
+    """A purged fact takes its superseded predecessors along (a chain of two), so no fact is left
+    naming a successor that is gone; a fact superseded by one that stays is kept."""
+    first = kb.add_facts(
+        [Fact("Price index is 101 points", "https://m.example/a", category="market_data")], now=NOW - 30 * DAY
+    ).added[0]
+    second = kb.supersede(
+        first, Fact("Price index is 102 points", "https://m.example/b", category="market_data"), now=NOW - 20 * DAY
+    )
+    third = kb.supersede(
+        second, Fact("Price index is 103 points", "https://m.example/c", category="market_data"), now=NOW - 10 * DAY
+    )
+    kept_old = kb.add_facts(
+        [Fact("The company was founded in 1992", "https://h.example/a", category="historical")], now=NOW
+    ).added[0]
+    kept_new = kb.supersede(
+        kept_old, Fact("The company was founded in 1993", "https://h.example/b", category="historical"), now=NOW
+    )
+    assert kb.sweep(now=NOW, purge=True, dry_run=True).purged == 3
+    result = kb.sweep(now=NOW, purge=True)
+    assert (result.expired, result.purged) == (1, 3)
+    assert set(_statuses(kb)) == {kept_old, kept_new}
+    assert kb.conn.execute("select count(*) from fact_vec").fetchone()[0] == 2
+    assert [e.event for e in kb.history(first)][-1] == "delete"
+    assert kb.history(first)[-1].detail == f"purged with {third}, which superseded it"
+    assert kb.history(third)[-1].detail == "purged by sweep (past expires_at)"
+    assert kb.check() == []
+    assert kb.sweep(now=NOW, purge=True).purged == 0
+
+
 WRITER = textwrap.dedent(
     """
     import sys, time

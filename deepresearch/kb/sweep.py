@@ -3,7 +3,9 @@
 Cron-safe by construction: each batch is its own short `BEGIN IMMEDIATE` transaction, so a
 research run writing to the same WAL database waits milliseconds, never the whole sweep;
 rows are selected by the partial index on `expires_at`; a second run finds nothing to do.
-Purged facts keep their history (a `delete` row records the text).
+Purged facts keep their history (a `delete` row records the text). Purging a fact also
+deletes the older versions it superseded, transitively: they are never recalled, and kept
+they would name a successor that no longer exists (`kb check` flags that).
 """
 
 from __future__ import annotations
@@ -52,6 +54,23 @@ def _due(conn: Any, now: float, purge: bool, limit: int) -> list[tuple[int, str,
     ).fetchall()
 
 
+def _older_versions(conn: Any, fact_id: str) -> list[tuple[int, str, str]]:
+    """(rid, id, text) of every fact superseded by `fact_id`, directly or through a chain."""
+    return conn.execute(
+        "with recursive chain(id) as (select id from facts where superseded_by = ?"
+        " union select f.id from facts f join chain c on f.superseded_by = c.id)"
+        " select rid, id, fact from facts where id in (select id from chain)",
+        (fact_id,),
+    ).fetchall()
+
+
+def _delete(conn: Any, rid: int, fact_id: str, text: str, now: float, vectors: bool, why: str) -> None:
+    conn.execute("delete from facts where rid = ?", (rid,))
+    if vectors:
+        conn.execute("delete from fact_vec where rowid = ?", (rid,))
+    log_event(conn, fact_id, "delete", now, text, None, why)
+
+
 def sweep(
     conn: Any,
     *,
@@ -67,7 +86,11 @@ def sweep(
     if dry_run:
         rows = _due(conn, now, purge, -1)
         result.expired = sum(1 for r in rows if r[3] == "active")
-        result.purged = len(rows) if purge else 0
+        if purge:
+            doomed = {r[1] for r in rows}
+            for row in rows:
+                doomed.update(old_id for _, old_id, _ in _older_versions(conn, row[1]))
+            result.purged = len(doomed)
         result.batches = 0
         result.seconds = time.perf_counter() - started
         return result
@@ -82,10 +105,12 @@ def sweep(
             rows = _due(conn, now, purge, batch)
             for rid, fact_id, text, status in rows:
                 if purge:
-                    conn.execute("delete from facts where rid = ?", (rid,))
-                    if vectors:
-                        conn.execute("delete from fact_vec where rowid = ?", (rid,))
-                    log_event(conn, fact_id, "delete", now, text, None, "purged by sweep (past expires_at)")
+                    for old_rid, old_id, old_text in _older_versions(conn, fact_id):
+                        _delete(
+                            conn, old_rid, old_id, old_text, now, vectors, f"purged with {fact_id}, which superseded it"
+                        )
+                        result.purged += 1
+                    _delete(conn, rid, fact_id, text, now, vectors, "purged by sweep (past expires_at)")
                     result.purged += 1
                 else:
                     conn.execute("update facts set status = 'expired' where rid = ?", (rid,))
