@@ -158,7 +158,9 @@ def sweep(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing."),
     purge: bool = typer.Option(
-        False, "--purge", help="Delete expired facts, and the older versions they superseded, instead of marking them (history is kept)."
+        False,
+        "--purge",
+        help="Delete expired facts, and the older versions they superseded, instead of marking them (history is kept).",
     ),
     batch: int = typer.Option(500, "--batch", min=1, help="Facts per transaction."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
