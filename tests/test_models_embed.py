@@ -14,7 +14,8 @@ from deepresearch.errors import ConfigError, ModelNotFound
 from deepresearch.facts import Fact
 from deepresearch.kb.store import KnowledgeBase
 from deepresearch.models import embed
-from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder, corrected_weights
+from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
+from deepresearch.models.onnx_model import corrected_weights
 from deepresearch.search.corpus import Corpus
 
 SENTENCES = [

@@ -11,16 +11,15 @@ Texts are embedded in batches of similar token length: padding a 10-token senten
 
 An int8 file can come with a weight correction (`CORRECTION_FILE`, made by
 scripts/make_int8_correction.py from the float32 reference weights): a few bits per weight of
-each matrix's rounding error, added back when the model loads, so the matrices are float32
-again up to a quarter of the int8 step — cosine ≥ 0.9998 to the reference instead of ≥ 0.998.
+each matrix's rounding error, written into a corrected copy of the model in the user's cache
+on first use (`deepresearch.models.onnx_model`), so the matrices are float32 again up to a
+quarter of the int8 step — cosine ≥ 0.9998 to the reference instead of ≥ 0.998.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,48 +36,12 @@ log = logging.getLogger(__name__)
 # small enough that the attention buffers of 256-token chunks stay in cache-friendly sizes.
 TOKENS_PER_BATCH = 8192
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
-# optimizations (int8 weights folded to float once, fused kernels): that costs ≈1 s and
-# ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk embedding
-# (corpus add, reembed) runs several times faster with it.
+# optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
+# ≈0.2 s and ≈90 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
+# embedding (corpus add, reembed) runs faster with it.
 BULK_TEXTS = 16
 # The weight correction of an int8 ONNX file, beside its tokenizer (see the module docstring).
 CORRECTION_FILE = "int8-correction.npz"
-
-
-def corrected_weights(onnx_path: Path, correction: Path) -> dict[str, np.ndarray] | None:
-    """Float32 stand-ins for the int8 matrices of `onnx_path` (in int8 steps: int8 value + its correction).
-
-    None, with a warning, when the ONNX file does not hold the int8 data the correction was made
-    for (checked by sha256 over exactly the bytes it reads)."""
-    import numpy as np
-
-    raw = onnx_path.read_bytes()
-    with np.load(correction, allow_pickle=False) as data:
-        meta = json.loads(str(data["meta"]))
-        tensors = meta["tensors"]
-        slices = [(t["offset"], math.prod(t["shape"])) for t in tensors]
-        digest = hashlib.sha256()
-        for offset, count in slices:
-            digest.update(raw[offset : offset + count])
-        if digest.hexdigest() != meta["weights_sha256"]:
-            log.warning(
-                "%s was made for another ONNX file than %s; its int8 weights are used as they are",
-                correction,
-                onnx_path,
-            )
-            return None
-        bits = int(meta["bits"])
-        levels, shifts = 1 << bits, np.arange(0, 8, bits, dtype=np.uint8)
-        # the middle of each error cell, in int8 steps (2 bits: -0.375, -0.125, 0.125, 0.375), looked
-        # up per packed byte: one table row holds the values of the 8 // bits weights in that byte
-        middles = ((np.arange(levels, dtype=np.float32) + 0.5) / levels - 0.5).astype(np.float32)
-        table = middles[(np.arange(256, dtype=np.uint8)[:, None] >> shifts) & (levels - 1)]
-        weights = {}
-        for tensor, (offset, count) in zip(tensors, slices, strict=True):
-            values = table[data[tensor["name"]]].reshape(-1)[:count]
-            values += np.frombuffer(raw, dtype=np.int8, count=count, offset=offset)
-            weights[tensor["name"]] = values.reshape(tensor["shape"])
-    return weights
 
 
 def max_seq_length(folder: Path, default: int = 256) -> int:
@@ -105,10 +68,12 @@ class OnnxEmbedder(Embedder):
         batch_size: int = 64,
         threads: int | None = None,
         correction: Path | None = None,
+        cache_dir: Path | None = None,
     ):
         self.onnx_path = onnx_path
         self.tokenizer_path = tokenizer_path
         self.correction = correction
+        self.cache_dir = cache_dir
         self.model_id = model_id
         self.max_length = max_length
         self.batch_size = batch_size
@@ -118,14 +83,19 @@ class OnnxEmbedder(Embedder):
         self._tokenizer: Any = None
         self._inputs: list[str] = []
         self._dimension: int | None = None
-        self._weights: list[Any] = []  # onnxruntime reads the corrected weights from these buffers
         self._lock = threading.Lock()
 
+    def _model(self, rebuild: bool = False) -> Path | bytes:
+        """What onnxruntime loads: the corrected model (cached file, or bytes) or the ONNX file itself."""
+        if self.correction is None:
+            return self.onnx_path
+        from deepresearch.models.onnx_model import corrected_model
+        from deepresearch.models.shipped import model_cache_dir
+
+        model = corrected_model(self.onnx_path, self.correction, self.cache_dir or model_cache_dir(), rebuild=rebuild)
+        return self.onnx_path if model is None else model
+
     def _load(self, optimized: bool = False) -> Any:
-        # Graph optimizations fold the file's own int8 weights before corrected ones replace them
-        # (measured: the vectors came out uncorrected), and on this model they gained nothing
-        # measurable (docs/BENCHMARKS.md); the int8·scale of each matrix then runs per call.
-        optimized = optimized and self.correction is None
         with self._lock:
             if self._session is not None and (self._optimized or not optimized):
                 return self._session
@@ -155,15 +125,17 @@ class OnnxEmbedder(Embedder):
                 options.intra_op_num_threads = self.threads or 0  # 0 = onnxruntime's choice (all cores)
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3  # warnings about unused initializers are noise here
-                weights = corrected_weights(self.onnx_path, self.correction) if self.correction else None
-                if weights:
-                    values = [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()]
-                    for name, value in zip(weights, values, strict=True):
-                        options.add_initializer(name, value)
-                    self._weights = values
                 if not optimized:
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-                session = ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
+                model = self._model()
+                try:
+                    session = self._session_of(ort, model, options)
+                except Exception:
+                    if not isinstance(model, Path) or model == self.onnx_path:
+                        raise
+                    # a cached copy that does not load (truncated, overwritten) is rebuilt once
+                    log.warning("the cached embedding model %s does not load; rebuilding it", model)
+                    session = self._session_of(ort, self._model(rebuild=True), options)
             except Exception as exc:
                 raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
             self._inputs = [i.name for i in session.get_inputs()]
@@ -171,6 +143,11 @@ class OnnxEmbedder(Embedder):
             self._dimension = int(width) if isinstance(width, int) else None
             self._session, self._optimized = session, optimized
             return session
+
+    @staticmethod
+    def _session_of(ort: Any, model: Path | bytes, options: Any) -> Any:
+        source = str(model) if isinstance(model, Path) else model
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
     @property
     def dimension(self) -> int:  # type: ignore[override]

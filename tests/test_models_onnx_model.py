@@ -1,0 +1,139 @@
+"""The corrected embedding model in the cache: written once, reused, rebuilt when stale or broken."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from deepresearch.models import embed
+from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
+from deepresearch.models.onnx_model import _length_delimited, corrected_model, corrected_weights, rewrite
+
+SENTENCES = [
+    "A man with a hard hat is dancing.",
+    "SQLite in WAL mode lets readers continue while one writer appends to the log.",
+    "Nvidia's sales of AI accelerator chips to data centers tripled in 2024.",
+    "Die Katze schläft auf dem Sofa.",
+    "GPU shipments",
+]
+CORRECTION = embed.SHIPPED_TOKENIZER / CORRECTION_FILE
+
+
+def embedder(cache_dir, onnx_path=None):
+    source, tokenizer = embed.onnx_files(None)
+    return OnnxEmbedder(
+        onnx_path or source, tokenizer, embed.DEFAULT_MODEL_ID, correction=CORRECTION, cache_dir=cache_dir
+    )
+
+
+def cached_files(folder):
+    return sorted(folder.glob("*.onnx")) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def reference_vectors():
+    """The sentence-transformers (torch) vectors of SENTENCES."""
+    from deepresearch.config import EmbeddingConfig
+
+    return embed.get_embedder(EmbeddingConfig(backend="sentence-transformers")).embed_batch(SENTENCES)
+
+
+def test_the_corrected_model_is_written_once_and_reused(tmp_path, reference_vectors):
+    first = embedder(tmp_path / "cache")
+    vectors = first.embed_batch(SENTENCES)
+    (path,) = cached_files(tmp_path / "cache")
+    assert path.name.startswith("model-corrected-") and first.correction == CORRECTION
+    stamp = (path.stat().st_ino, path.stat().st_mtime_ns)
+    second = embedder(tmp_path / "cache")
+    assert np.array_equal(second.embed_batch(SENTENCES), vectors)
+    assert cached_files(tmp_path / "cache") == [path] and (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
+    cosine = (vectors * reference_vectors).sum(axis=1)
+    assert cosine.min() >= 0.9999, cosine
+
+
+def test_one_shot_and_bulk_sessions_give_the_same_vectors(tmp_path, reference_vectors):
+    model = embedder(tmp_path)
+    single = np.stack([model.embed(text) for text in SENTENCES])
+    assert not model._optimized  # one text at a time: the plain graph
+    bulk = model.embed_batch(SENTENCES * 4)  # ≥ BULK_TEXTS: the optimized graph
+    assert model._optimized
+    assert (single * bulk[: len(SENTENCES)]).sum(axis=1).min() >= 0.99999
+    assert (bulk[: len(SENTENCES)] * reference_vectors).sum(axis=1).min() >= 0.9999
+
+
+def test_a_changed_source_gets_its_own_cached_model(tmp_path):
+    source, _ = embed.onnx_files(None)
+    changed = tmp_path / "model.onnx"
+    note = b"another build of the same weights"
+    # ModelProto field 6 (doc_string): another file, the same int8 data the correction was made for
+    changed.write_bytes(source.read_bytes() + _length_delimited(6, len(note)) + note)
+    cache = tmp_path / "cache"
+    vectors = embedder(cache).embed_batch(SENTENCES)
+    assert np.array_equal(embedder(cache, changed).embed_batch(SENTENCES), vectors)
+    assert len(cached_files(cache)) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_broken_cached_model_is_rebuilt(tmp_path, caplog, damage):
+    cache = tmp_path / "cache"
+    vectors = embedder(cache).embed_batch(SENTENCES)
+    (path,) = cached_files(cache)
+    size = path.stat().st_size
+    data = path.read_bytes()
+    path.write_bytes(data[: size // 2] if damage == "truncated" else os.urandom(4096))
+    assert np.array_equal(embedder(cache).embed_batch(SENTENCES), vectors)
+    assert "does not load; rebuilding it" in caplog.text
+    assert path.read_bytes() == data
+
+
+def test_an_unwritable_cache_builds_the_model_in_memory(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    cache = blocked / "cache"  # cannot be created, even by root
+    model = corrected_model(embed.onnx_files(None)[0], CORRECTION, cache)
+    assert isinstance(model, bytes)
+    vectors = embedder(cache).embed_batch(SENTENCES)
+    assert np.array_equal(vectors, embedder(tmp_path / "ok").embed_batch(SENTENCES))
+
+
+def test_a_correction_for_other_int8_data_uses_the_file_as_it_is(tmp_path, caplog):
+    source, _ = embed.onnx_files(None)
+    weights = corrected_weights(source, CORRECTION)
+    assert weights is not None and all(w.dtype == np.float16 for w in weights.values())
+    data = bytearray(source.read_bytes())
+    with np.load(CORRECTION) as npz:
+        offset = json.loads(str(npz["meta"]))["tensors"][0]["offset"]
+    data[offset] ^= 1  # one int8 weight differs from the one the correction was made for
+    changed = tmp_path / "model.onnx"
+    changed.write_bytes(bytes(data))
+    assert corrected_model(changed, CORRECTION, tmp_path / "cache") is None
+    assert "made for another ONNX file" in caplog.text
+    model = embedder(tmp_path / "cache", changed)
+    assert model.embed("GPU shipments").shape == (384,) and cached_files(tmp_path / "cache") == []
+
+
+def test_rewrite_refuses_what_it_cannot_place():
+    source, _ = embed.onnx_files(None)
+    data = source.read_bytes()
+    with pytest.raises(ValueError, match="not found in the ONNX graph: nowhere"):
+        rewrite(data, {"nowhere": np.zeros((2, 2), dtype=np.float16)})
+    with pytest.raises(ValueError, match="runs past its message"):
+        rewrite(data[: len(data) // 2], {})
+
+
+def test_the_rewritten_graph_looks_rows_up_before_dequantizing_and_drops_the_nan_guard(tmp_path):
+    from deepresearch.models.onnx_model import _fields, _Node
+
+    path = corrected_model(embed.onnx_files(None)[0], CORRECTION, tmp_path)
+    data = path.read_bytes()
+    (graph,) = [(s, e) for n, _, s, e in _fields(data, 0, len(data)) if n == 7]
+    nodes = [_Node.parse(data[s:e]) for n, _, s, e in _fields(data, *graph) if n == 1]
+    ops = [node.op_type for node in nodes]
+    assert "IsNaN" not in ops and ops.count("Softmax") == 6
+    lookups = {node.inputs[0] for node in nodes if node.op_type == "Gather"}
+    assert "inner.embeddings.word_embeddings.weight_q" in lookups  # int8 rows, not a dequantized table
+    assert "inner.embeddings.word_embeddings.weight_scale" in lookups
+    assert not any("inner.embeddings.word_embeddings.weight_q" in n.inputs for n in nodes if n.op_type == "Cast")
