@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
+from tests.cli_helpers import one_error_line
 from tests.fakes import FakeEmbedder
 
 
@@ -106,17 +107,6 @@ def test_corpus_add_invalidates_cached_corpus_results(home: Path, tmp_path: Path
     assert run(home, "corpus", "add", str(note)).exit_code == 0
     fresh = json.loads(run(home, "search", "volcanoes", "--json").stdout)
     assert fresh["cache_hit"] is False and fresh["results"][0]["text"] != first["results"][0]["text"]
-
-
-def one_error_line(result, *needles: str) -> str:  # type: ignore[no-untyped-def]
-    """The single `Error:` line of a failed command (exit 1, no traceback)."""
-    assert result.exit_code == 1, (result.exit_code, result.output)
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output, result.exception
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def _listed(home: Path) -> list[str]:

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
+from tests.cli_helpers import one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -27,17 +28,6 @@ runner = CliRunner()
 
 def cli(home: Path, *args: str):
     return runner.invoke(app, ["--home", str(home), *args])
-
-
-def one_error_line(result, *needles: str) -> str:
-    """The single `Error:` line of a failed command (exit 1, no traceback)."""
-    assert result.exit_code == 1, (result.exit_code, result.output)
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output, result.exception
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def _add(home: Path, text: str) -> None:
