@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 TOKENS_PER_BATCH = 8192
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
 # optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
-# ≈0.2 s and ≈90 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
+# ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
 # embedding (corpus add, reembed) runs faster with it.
 BULK_TEXTS = 16
 # The weight correction of an int8 ONNX file, beside its tokenizer (see the module docstring).
