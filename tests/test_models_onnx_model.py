@@ -10,7 +10,8 @@ import pytest
 
 from deepresearch.models import embed
 from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
-from deepresearch.models.onnx_model import _length_delimited, corrected_model, corrected_weights, rewrite
+from deepresearch.models.onnx_graph import Node, fields, length_delimited
+from deepresearch.models.onnx_model import corrected_model, corrected_weights, rewrite
 
 SENTENCES = [
     "A man with a hard hat is dancing.",
@@ -69,11 +70,13 @@ def test_a_changed_source_gets_its_own_cached_model(tmp_path):
     changed = tmp_path / "model.onnx"
     note = b"another build of the same weights"
     # ModelProto field 6 (doc_string): another file, the same int8 data the correction was made for
-    changed.write_bytes(source.read_bytes() + _length_delimited(6, len(note)) + note)
+    changed.write_bytes(source.read_bytes() + length_delimited(6, len(note)) + note)
     cache = tmp_path / "cache"
     vectors = embedder(cache).embed_batch(SENTENCES)
+    (first,) = cached_files(cache)
     assert np.array_equal(embedder(cache, changed).embed_batch(SENTENCES), vectors)
-    assert len(cached_files(cache)) == 2
+    (second,) = cached_files(cache)  # the copy of the older source is removed
+    assert second != first
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage"])
@@ -124,16 +127,27 @@ def test_rewrite_refuses_what_it_cannot_place():
         rewrite(data[: len(data) // 2], {})
 
 
-def test_the_rewritten_graph_looks_rows_up_before_dequantizing_and_drops_the_nan_guard(tmp_path):
-    from deepresearch.models.onnx_model import _fields, _Node
-
+def test_the_rewritten_graph_looks_rows_up_first_and_fuses_gelu_and_attention(tmp_path):
     path = corrected_model(embed.onnx_files(None)[0], CORRECTION, tmp_path)
     data = path.read_bytes()
-    (graph,) = [(s, e) for n, _, s, e in _fields(data, 0, len(data)) if n == 7]
-    nodes = [_Node.parse(data[s:e]) for n, _, s, e in _fields(data, *graph) if n == 1]
+    (graph,) = [(s, e) for n, _, s, e in fields(data, 0, len(data)) if n == 7]
+    nodes = [Node.parse(data[s:e]) for n, _, s, e in fields(data, *graph) if n == 1]
     ops = [node.op_type for node in nodes]
-    assert "IsNaN" not in ops and ops.count("Softmax") == 6
+    # six layers: one MultiHeadAttention and one BiasGelu each; the exported pieces are gone
+    assert ops.count("MultiHeadAttention") == 6 and ops.count("BiasGelu") == 6
+    assert not {"IsNaN", "Where", "Softmax", "Erf", "Transpose", "Reshape"} & set(ops)
+    attention = next(n for n in nodes if n.op_type == "MultiHeadAttention")
+    assert attention.int_attributes()["num_heads"] == 12 and attention.inputs[4] == "attention_mask_int32"
     lookups = {node.inputs[0] for node in nodes if node.op_type == "Gather"}
     assert "inner.embeddings.word_embeddings.weight_q" in lookups  # int8 rows, not a dequantized table
     assert "inner.embeddings.word_embeddings.weight_scale" in lookups
     assert not any("inner.embeddings.word_embeddings.weight_q" in n.inputs for n in nodes if n.op_type == "Cast")
+
+
+def test_padding_does_not_change_a_vector(tmp_path):
+    """The fused attention masks padded keys: a text alone and batched with longer texts agree."""
+    model = embedder(tmp_path)
+    texts = [*SENTENCES, " ".join(SENTENCES * 8)] * 3  # ≥ BULK_TEXTS: the optimized session
+    batched = model.embed_batch(texts)
+    for text, vector in zip(SENTENCES, batched, strict=False):
+        assert (model.embed(text) @ vector) >= 0.99999

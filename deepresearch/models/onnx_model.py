@@ -6,16 +6,17 @@ error in 2 bits. `corrected_model` writes a copy of the ONNX file whose int8 mat
 replaced by the corrected values in int8 steps (int8 + correction, exact in float16: at most
 7 integer and 3 fraction bits), so onnxruntime loads it like any model: a one-shot query runs
 it as it is, bulk embedding with graph optimizations that fold `Cast × scale` into float32
-matrices once. Two node rewrites that give the same numbers go with it: the token table is
-dequantized per looked-up row instead of whole (kb query peak RSS 260 → 140 MiB), and the
-export's NaN guard after each attention softmax, which never fires here, is dropped (≈20 % of
-a 256-token run). The copy is keyed by sha256 of the ONNX file, the correction and `FORMAT`,
-written atomically and never downloaded; where the cache folder cannot be written the same
-bytes are built in memory.
+matrices once. The node rewrites of `onnx_graph` go with it (same numbers up to rounding
+order): token rows looked up before they are dequantized (kb query peak RSS 260 → 140 MiB),
+the export's never-firing NaN guard after each softmax dropped, GELU and attention fused into
+onnxruntime's BiasGelu and MultiHeadAttention kernels (ingest 0.58 → 0.89× torch). The copy
+is keyed by sha256 of the ONNX file, the correction and `FORMAT`, written atomically (copies of
+older sources are removed) and never downloaded; where the cache folder cannot be written the
+same bytes are built in memory.
 
 No `onnx` package at run time: the ONNX protobuf is edited on the wire (ModelProto field 7 is
-the graph, GraphProto field 5 its initializers, TensorProto fields 1 dims, 2 data_type,
-8 name, 9 raw_data); every other byte is copied as it is.
+the graph, 8 an opset import; GraphProto field 1 a node, 5 an initializer, 12 an output;
+TensorProto fields 1 dims, 2 data_type, 8 name, 9 raw_data); every other byte is copied as it is.
 """
 
 from __future__ import annotations
@@ -27,10 +28,20 @@ import logging
 import math
 import mmap
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from deepresearch.models.onnx_graph import (
+    MS_DOMAIN,
+    Node,
+    encode_varint,
+    fields,
+    length_delimited,
+    rewrite_nodes,
+    uses_contrib_ops,
+    varint,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Part of the cache key: bump it when the rewrite changes, so older cache files are not used.
-FORMAT = 2
+FORMAT = 3
 _FLOAT16 = 10  # TensorProto.DataType
 
 
@@ -78,217 +89,70 @@ def corrected_weights(onnx_path: Path, correction: Path) -> dict[str, np.ndarray
     return weights
 
 
-def _varint(buf: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _fields(buf: bytes | mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field number, field start, value start, value end) of each field of the message in buf[start:end]."""
-    pos = start
-    while pos < end:
-        first = pos
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value_end = _varint(buf, pos)[1]
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            value_end = pos + size
-        elif wire in (1, 5):
-            value_end = pos + (8 if wire == 1 else 4)
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire} at byte {first}")
-        if value_end > end:
-            raise ValueError(f"protobuf field {number} at byte {first} runs past its message")
-        yield number, first, pos, value_end
-        pos = value_end
-
-
-def _length_delimited(number: int, size: int) -> bytes:
-    """The key and length prefix of a length-delimited field of `size` bytes."""
-    return _encode_varint(number << 3 | 2) + _encode_varint(size)
-
-
 def _tensor(name: str, array: np.ndarray) -> list[bytes]:
     """A float16 TensorProto (dims, data_type, name, raw_data) as byte pieces."""
-    head = b"".join(_encode_varint(1 << 3) + _encode_varint(d) for d in array.shape)
-    head += _encode_varint(2 << 3) + _encode_varint(_FLOAT16)
+    head = b"".join(encode_varint(1 << 3) + encode_varint(d) for d in array.shape)
+    head += encode_varint(2 << 3) + encode_varint(_FLOAT16)
     encoded = name.encode()
-    head += _length_delimited(8, len(encoded)) + encoded
+    head += length_delimited(8, len(encoded)) + encoded
     data = array.astype("<f2").tobytes()
-    return [head, _length_delimited(9, len(data)), data]
-
-
-@dataclass
-class _Node:
-    """A NodeProto: inputs (field 1), outputs (2), op_type (4); every other field kept as raw bytes."""
-
-    inputs: list[str]
-    outputs: list[str]
-    op_type: str
-    rest: bytes = b""
-
-    @classmethod
-    def parse(cls, buf: bytes) -> _Node:
-        node = cls([], [], "")
-        rest = []
-        for number, first, start, end in _fields(buf, 0, len(buf)):
-            if number in (1, 2):
-                (node.inputs if number == 1 else node.outputs).append(buf[start:end].decode())
-            elif number == 4:
-                node.op_type = buf[start:end].decode()
-            else:
-                rest.append(buf[first:end])
-        node.rest = b"".join(rest)
-        return node
-
-    def encode(self) -> bytes:
-        out = [self.rest]
-        for number, value in [*((1, i) for i in self.inputs), *((2, o) for o in self.outputs), (4, self.op_type)]:
-            encoded = value.encode()
-            out.append(_length_delimited(number, len(encoded)) + encoded)
-        return b"".join(out)
-
-    def int_attributes(self) -> dict[str, int]:
-        """The node's integer attributes (AttributeProto name 1, i 3) by name; others map to -1."""
-        found = {}
-        for number, _, start, end in _fields(self.rest, 0, len(self.rest)):
-            if number == 5:
-                name, value = "", -1
-                for n, _, s, e in _fields(self.rest, start, end):
-                    if n == 1:
-                        name = self.rest[s:e].decode()
-                    elif n == 3:
-                        value = _varint(self.rest, s)[0]
-                found[name] = value
-        return found
-
-
-def _attribute_int(name: str, value: int) -> bytes:
-    """A NodeProto.attribute field holding an INT AttributeProto (name 1, i 3, type 20 = INT)."""
-    encoded = name.encode()
-    body = _length_delimited(1, len(encoded)) + encoded + _encode_varint(3 << 3) + _encode_varint(value)
-    body += _encode_varint(20 << 3) + _encode_varint(2)
-    return _length_delimited(5, len(body)) + body
-
-
-_CAST_TO_FLOAT = _attribute_int("to", 1)
-
-
-def lookup_before_dequantize(nodes: list[_Node], shapes: dict[str, list[int]]) -> list[_Node]:
-    """`Gather(Cast(table_q) × scale, ids)` as `Cast(Gather(table_q, ids)) × Gather(scale, ids)`.
-
-    The same numbers, but a one-shot query dequantizes the rows it looks up instead of the whole
-    30,522 × 384 token table (two 47 MB float32 temporaries per call). Only for a per-row scale
-    (shape [rows, 1]) and a table read by axis-0 Gathers alone."""
-    producer = {o: n for n in nodes for o in n.outputs}
-    consumers: dict[str, list[_Node]] = {}
-    for node in nodes:
-        for name in node.inputs:
-            consumers.setdefault(name, []).append(node)
-    dropped: set[int] = set()
-    out: list[_Node] = []
-    for node in nodes:
-        gather = node.op_type == "Gather" and node.int_attributes().get("axis", 0) == 0
-        mul = producer.get(node.inputs[0]) if gather else None
-        cast = producer.get(mul.inputs[0]) if mul is not None and mul.op_type == "Mul" else None
-        if (
-            mul is None
-            or cast is None
-            or cast.op_type != "Cast"
-            or cast.inputs[0] not in shapes
-            or shapes.get(mul.inputs[1]) != [shapes[cast.inputs[0]][0], 1]
-            or any(c.op_type != "Gather" or c.int_attributes().get("axis", 0) for c in consumers[mul.outputs[0]])
-            or len(consumers[cast.outputs[0]]) != 1
-        ):
-            out.append(node)
-            continue
-        table_q, scale, (ids,), (result,) = cast.inputs[0], mul.inputs[1], node.inputs[1:], node.outputs
-        dropped.update((id(mul), id(cast)))
-        out += [
-            _Node([table_q, ids], [f"{result}_q"], "Gather"),
-            _Node([scale, ids], [f"{result}_scale"], "Gather"),
-            _Node([f"{result}_q"], [f"{result}_f"], "Cast", _CAST_TO_FLOAT),
-            _Node([f"{result}_f", f"{result}_scale"], [result], "Mul"),
-        ]
-    return [n for n in out if id(n) not in dropped]
-
-
-def without_nan_guard(nodes: list[_Node]) -> list[_Node]:
-    """Drop `Where(IsNaN(softmax), 0, softmax)` after each attention softmax (the export's guard for
-    a fully masked row): every row here sees at least [CLS] and [SEP], so the guard never fires,
-    and on 256-token chunks its two passes over the [batch, heads, tokens, tokens] scores cost
-    ≈20 % of the run (onnxruntime profile)."""
-    producer = {o: n for n in nodes for o in n.outputs}
-    renamed: dict[str, str] = {}
-    dropped: set[int] = set()
-    for node in nodes:
-        if node.op_type != "Where" or len(node.inputs) != 3:
-            continue
-        isnan, softmax = producer.get(node.inputs[0]), producer.get(node.inputs[2])
-        if isnan and softmax and isnan.op_type == "IsNaN" and softmax.op_type == "Softmax":
-            if isnan.inputs[0] == softmax.outputs[0]:
-                renamed[node.outputs[0]] = softmax.outputs[0]
-                dropped.update((id(node), id(isnan)))
-    kept = [n for n in nodes if id(n) not in dropped]
-    for node in kept:
-        node.inputs = [renamed.get(i, i) for i in node.inputs]
-    return kept
+    return [head, length_delimited(9, len(data)), data]
 
 
 def rewrite(buf: bytes | mmap.mmap, replacements: dict[str, np.ndarray]) -> list[bytes]:
     """The ONNX model in `buf` with the named graph initializers replaced (float16) and the nodes
-    rewritten (`lookup_before_dequantize`, `without_nan_guard`), as byte pieces."""
+    rewritten (`onnx_graph.rewrite_nodes`), as byte pieces."""
     model: list[bytes] = []
     done: set[str] = set()
-    for number, first, start, end in _fields(buf, 0, len(buf)):
+    contrib = False
+    for number, first, start, end in fields(buf, 0, len(buf)):
         if number != 7:  # ModelProto.graph
             model.append(buf[first:end])
             continue
         graph: list[bytes] = []
-        nodes: list[_Node] = []
+        nodes: list[Node] = []
         shapes: dict[str, list[int]] = {}
-        for g_number, g_first, g_start, g_end in _fields(buf, start, end):
+        scalars: dict[str, float] = {}
+        outputs: list[str] = []
+        for g_number, g_first, g_start, g_end in fields(buf, start, end):
             if g_number == 1:  # GraphProto.node
-                nodes.append(_Node.parse(buf[g_start:g_end]))
+                nodes.append(Node.parse(buf[g_start:g_end]))
                 continue
+            if g_number == 12:  # GraphProto.output: ValueInfoProto, name 1
+                outputs += [bytes(buf[s:e]).decode() for n, _, s, e in fields(buf, g_start, g_end) if n == 1]
             if g_number == 5:  # GraphProto.initializer
-                name, dims = "", []
-                for n, _, s, e in _fields(buf, g_start, g_end):
+                name, dims, data_type, raw = "", [], 0, b""
+                for n, _, s, e in fields(buf, g_start, g_end):
                     if n == 8:
                         name = bytes(buf[s:e]).decode()
                     elif n == 1:
-                        dims.append(_varint(buf, s)[0])
+                        dims.append(varint(buf, s)[0])
+                    elif n == 2:
+                        data_type = varint(buf, s)[0]
+                    elif n == 9 and e - s == 4:
+                        raw = bytes(buf[s:e])
                 shapes[name] = dims
+                if data_type == 1 and raw:  # a float32 scalar: the rewrites check constants
+                    scalars[name] = struct.unpack("<f", raw)[0]
                 if name in replacements:
                     tensor = _tensor(name, replacements[name])
-                    graph += [_length_delimited(5, sum(map(len, tensor))), *tensor]
+                    graph += [length_delimited(5, sum(map(len, tensor))), *tensor]
                     done.add(name)
                     continue
             graph.append(buf[g_first:g_end])
-        for node in without_nan_guard(lookup_before_dequantize(nodes, shapes)):
+        nodes = rewrite_nodes(nodes, shapes, scalars, outputs)
+        contrib = contrib or uses_contrib_ops(nodes)
+        for node in nodes:
             encoded = node.encode()
-            graph.append(_length_delimited(1, len(encoded)) + encoded)
-        model += [_length_delimited(7, sum(map(len, graph))), *graph]
+            graph.append(length_delimited(1, len(encoded)) + encoded)
+        model += [length_delimited(7, sum(map(len, graph))), *graph]
     missing = sorted(set(replacements) - done)
     if missing:
         raise ValueError(f"initializers not found in the ONNX graph: {', '.join(missing[:3])}")
+    if contrib:  # ModelProto.opset_import: OperatorSetIdProto domain 1, version 2
+        domain = MS_DOMAIN.encode()
+        opset = length_delimited(1, len(domain)) + domain + encode_varint(2 << 3) + encode_varint(1)
+        model.append(length_delimited(8, len(opset)) + opset)
     return model
 
 
@@ -328,4 +192,8 @@ def corrected_model(
             tmp.unlink(missing_ok=True)
         return b"".join(pieces)
     log.info("wrote the corrected embedding model %s", target)
+    for stale in cache_dir.glob(f"{onnx_path.stem}-corrected-*.onnx"):
+        if stale != target:  # made from an older source or rewrite (34 MB each)
+            with contextlib.suppress(OSError):
+                stale.unlink()
     return target
