@@ -151,3 +151,57 @@ def test_padding_does_not_change_a_vector(tmp_path):
     batched = model.embed_batch(texts)
     for text, vector in zip(SENTENCES, batched, strict=False):
         assert (model.embed(text) @ vector) >= 0.99999
+
+
+def gelu_graph(sqrt2: float, bias_shape: list[int]) -> tuple[list[Node], dict, dict]:
+    """MatMul + bias, then x · ½(1 + erf(x / √2)) as the export writes it."""
+    nodes = [
+        Node(["x", "w"], ["mm"], "MatMul"),
+        Node(["mm", "b"], ["xb"], "Add"),
+        Node(["xb", "sqrt2"], ["d"], "Div"),
+        Node(["d"], ["e"], "Erf"),
+        Node(["e", "one"], ["e1"], "Add"),
+        Node(["half", "e1"], ["h"], "Mul"),
+        Node(["xb", "h"], ["y"], "Mul"),
+    ]
+    return nodes, {"b": bias_shape, "w": [4, 4]}, {"sqrt2": sqrt2, "one": 1.0, "half": 0.5}
+
+
+def test_gelu_is_fused_only_where_the_whole_pattern_holds():
+    from deepresearch.models.onnx_graph import fused_gelu
+
+    nodes, shapes, scalars = gelu_graph(2**0.5, [4])
+    assert [n.op_type for n in fused_gelu(nodes, shapes, scalars)] == ["MatMul", "BiasGelu"]
+    for changed in (gelu_graph(1.5, [4]), gelu_graph(2**0.5, [1, 4])):  # another function; a 2-D bias
+        assert fused_gelu(*changed) == changed[0]
+
+
+def test_attention_is_fused_only_with_a_key_padding_mask_from_attention_mask():
+    from deepresearch.models.onnx_graph import fused_attention
+
+    def graph(mask_source: str) -> list[Node]:
+        head_split = [Node([f"{t}_mm", f"{t}_b"], [f"{t}"], "Add") for t in "qkv"] + [
+            Node([t], [f"{t}_heads"], "Transpose") for t in "qkv"
+        ]
+        return [
+            *head_split,
+            Node(["q_heads", "s"], ["q_s"], "Mul"),
+            Node(["k_heads", "s"], ["k_s"], "Mul"),
+            Node([mask_source], ["keep"], "Cast"),
+            Node(["keep", "zero", "lowest"], ["mask_bias"], "Where"),
+            Node(["q_s", "k_s"], ["scores"], "MatMul"),
+            Node(["scores", "mask_bias"], ["masked"], "Add"),
+            Node(["masked"], ["p"], "Softmax"),
+            Node(["p", "v_heads"], ["ctx"], "MatMul"),
+            Node(["ctx"], ["ctx_t"], "Transpose"),
+            Node(["ctx_t", "shape"], ["out"], "Reshape"),
+        ]
+
+    shapes = {f"{t}_b": [384] for t in "qkv"}
+    scalars = {"s": (1 / 32**0.5) ** 0.5, "zero": 0.0, "lowest": -3.4e38}
+    fused = fused_attention(graph("attention_mask"), shapes, scalars)
+    (attention,) = [n for n in fused if n.op_type == "MultiHeadAttention"]
+    assert attention.inputs == ["q", "k", "v", "", "attention_mask_int32"] and attention.outputs == ["out"]
+    assert attention.int_attributes()["num_heads"] == 12
+    other = graph("causal_mask")
+    assert fused_attention(other, shapes, scalars) == other

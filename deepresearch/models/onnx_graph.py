@@ -129,17 +129,33 @@ def attribute_int(name: str, value: int) -> bytes:
 _CAST_TO_FLOAT = attribute_int("to", 1)
 
 
+def _contrib(inputs: list[str], outputs: list[str], op_type: str, attributes: bytes = b"") -> Node:
+    domain = MS_DOMAIN.encode()
+    return Node(inputs, outputs, op_type, attributes + length_delimited(7, len(domain)) + domain)
+
+
+def _links(nodes: list[Node]) -> tuple[dict[str, Node], dict[str, list[Node]]]:
+    """(producer by output name, consumers by input name)."""
+    consumers: dict[str, list[Node]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            consumers.setdefault(name, []).append(node)
+    return {o: n for n in nodes for o in n.outputs}, consumers
+
+
+def _only(consumers: dict[str, list[Node]], node: Node, op_type: str) -> Node | None:
+    """The single consumer of `node`'s output when it is an `op_type` node, else None."""
+    found = consumers.get(node.outputs[0], [])
+    return found[0] if len(found) == 1 and found[0].op_type == op_type else None
+
+
 def lookup_before_dequantize(nodes: list[Node], shapes: dict[str, list[int]]) -> list[Node]:
     """`Gather(Cast(table_q) × scale, ids)` as `Cast(Gather(table_q, ids)) × Gather(scale, ids)`.
 
     The same numbers, but a one-shot query dequantizes the rows it looks up instead of the whole
     30,522 × 384 token table (two 47 MB float32 temporaries per call). Only for a per-row scale
     (shape [rows, 1]) and a table read by axis-0 Gathers alone."""
-    producer = {o: n for n in nodes for o in n.outputs}
-    consumers: dict[str, list[Node]] = {}
-    for node in nodes:
-        for name in node.inputs:
-            consumers.setdefault(name, []).append(node)
+    producer, consumers = _links(nodes)
     dropped: set[int] = set()
     out: list[Node] = []
     for node in nodes:
@@ -173,7 +189,7 @@ def without_nan_guard(nodes: list[Node]) -> list[Node]:
     a fully masked row): every row here sees at least [CLS] and [SEP], so the guard never fires,
     and on 256-token chunks its two passes over the [batch, heads, tokens, tokens] scores cost
     ≈20 % of the run (onnxruntime profile)."""
-    producer = {o: n for n in nodes for o in n.outputs}
+    producer = _links(nodes)[0]
     renamed: dict[str, str] = {}
     dropped: set[int] = set()
     for node in nodes:
@@ -198,27 +214,7 @@ def attribute_float(name: str, value: float) -> bytes:
     return length_delimited(5, len(body)) + body
 
 
-def _contrib(inputs: list[str], outputs: list[str], op_type: str, attributes: bytes = b"") -> Node:
-    domain = MS_DOMAIN.encode()
-    return Node(inputs, outputs, op_type, attributes + length_delimited(7, len(domain)) + domain)
-
-
-def _links(nodes: list[Node]) -> tuple[dict[str, Node], dict[str, list[Node]]]:
-    """(producer by output name, consumers by input name)."""
-    consumers: dict[str, list[Node]] = {}
-    for node in nodes:
-        for name in node.inputs:
-            consumers.setdefault(name, []).append(node)
-    return {o: n for n in nodes for o in n.outputs}, consumers
-
-
-def _only(consumers: dict[str, list[Node]], node: Node, op_type: str) -> Node | None:
-    """The single consumer of `node`'s output when it is an `op_type` node, else None."""
-    found = consumers.get(node.outputs[0], [])
-    return found[0] if len(found) == 1 and found[0].op_type == op_type else None
-
-
-def fused_gelu(nodes: list[Node], scalars: dict[str, float]) -> list[Node]:
+def fused_gelu(nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float]) -> list[Node]:
     """`y = x · ½(1 + erf(x / √2))` on `x = MatMul + bias` as one com.microsoft BiasGelu(MatMul, bias)."""
     producer, consumers = _links(nodes)
     replaced: dict[int, Node] = {}
@@ -230,6 +226,8 @@ def fused_gelu(nodes: list[Node], scalars: dict[str, float]) -> list[Node]:
         half = _only(consumers, one, "Mul") if one else None
         out = _only(consumers, half, "Mul") if half else None
         if not (biased and biased.op_type == "Add" and one and half and out and div):
+            continue
+        if len(shapes.get(biased.inputs[1], [])) != 1:  # BiasGelu(x, bias): a 1-D bias second
             continue
         constants = (scalars.get(div.inputs[1]), *(scalars.get(i) for i in one.inputs + half.inputs))
         if (
@@ -262,6 +260,21 @@ def _projection(producer: dict[str, Node], name: str, scalars: dict[str, float])
     return (name, scale) if node is not None and node.op_type == "Add" else None
 
 
+def _ancestry(producer: dict[str, Node], name: str) -> set[str]:
+    """Every tensor name `name` is computed from (graph inputs and initializers included)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = producer.get(current)
+        if node is not None:
+            todo += [i for i in node.inputs if i]
+    return seen
+
+
 def fused_attention(
     nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float], mask: str = "attention_mask_int32"
 ) -> list[Node]:
@@ -278,6 +291,8 @@ def fused_attention(
         reshape = _only(consumers, merge, "Reshape") if merge else None
         if not (scores and scores.op_type == "MatMul" and fill and fill.op_type == "Where" and reshape and mix):
             continue
+        if "attention_mask" not in _ancestry(producer, fill.inputs[0]):  # key padding, nothing else
+            continue
         query, key = (_projection(producer, i, scalars) for i in scores.inputs)
         value = _projection(producer, mix.inputs[1], scalars)
         masked = scalars.get(fill.inputs[2], 0.0)
@@ -292,7 +307,7 @@ def fused_attention(
         replaced[id(reshape)] = _contrib(
             [query[0], key[0], value[0], "", mask], reshape.outputs, "MultiHeadAttention", attributes
         )
-    if not replaced or not any("attention_mask" in n.inputs for n in nodes):
+    if not replaced:
         return nodes
     cast = Node(["attention_mask"], [mask], "Cast", attribute_int("to", 6))  # int32
     return [cast, *(replaced.get(id(n), n) for n in nodes)]
@@ -314,7 +329,7 @@ def rewrite_nodes(
 ) -> list[Node]:
     """All rewrites of the module docstring, in order (`shapes` and `scalars` describe the initializers)."""
     nodes = without_nan_guard(lookup_before_dequantize(nodes, shapes))
-    nodes = fused_attention(fused_gelu(nodes, scalars), shapes, scalars)
+    nodes = fused_attention(fused_gelu(nodes, shapes, scalars), shapes, scalars)
     return without_unused(nodes, outputs)
 
 
