@@ -16,8 +16,10 @@ Modes, each on its own copy of the ingested workspace, CLI defaults (config file
 Figures per mode: support recall of cited sources (gold supporting paragraphs, matched by
 title), gold answer (or an alias) in the Answer section, gold answer anywhere in the report,
 citation validity (cited numbers that resolve to a source the run retrieved or a KB fact's
-source), median wall seconds; for the model mode also the per-step model acceptance rates
-and how often the model's answer choice / the scored choice holds the gold answer.
+source), answer precision (the share of the Answer section's citations — one per sentence —
+whose source is a gold supporting paragraph, by title), median wall seconds; for the model
+mode also the per-step model acceptance rates and how often the model's answer choice / the
+scored choice holds the gold answer.
 
     python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --limit 30 \
         --cache-dir /tmp/eval-cache [--modes model,none,baseline] [--json]
@@ -137,6 +139,8 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     allowed = {s.url for s in state.sources} | {u for k in state.known for u in k.sources}
     urls = {s["n"]: s["url"] for s in result.sources}
     valid = sum(1 for n in numbers if urls.get(n) in allowed)
+    in_answer = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", answer_section)]
+    on_gold = sum(1 for n in in_answer if titles.get(urls.get(n, "")) in gold)
     stats = result.report_stats
     golds = answers_of(item)
     choice = stats.get("answer_choice") or {}
@@ -147,6 +151,8 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "answer_anywhere": contains_answer(body, golds),
         "citations": len(numbers),
         "citation_validity": valid / len(numbers) if numbers else 1.0,
+        "answer_precision": on_gold / len(in_answer) if in_answer else None,
+        "answer_sentences": len(in_answer),
         "wall_seconds": result.elapsed_seconds,
         "llm_seconds": round(result.counters.get("llm_seconds", 0.0), 3),
         "backend_searches": int(result.counters.get("backend_searches", 0)),
@@ -239,6 +245,8 @@ def summarize(rows: list[dict]) -> dict:
         "answer_in_answer": mean("answer_in_answer"),
         "answer_anywhere": mean("answer_anywhere"),
         "citation_validity": mean("citation_validity"),
+        "answer_precision": mean("answer_precision"),
+        "answer_sentences_mean": mean("answer_sentences"),
         "wall_seconds_median": round(statistics.median(r["wall_seconds"] for r in rows), 2),
         "llm_seconds_mean": mean("llm_seconds"),
         "loops_mean": mean("loops"),
@@ -304,7 +312,8 @@ def main() -> None:
         f"{out['file']}: questions {out['questions']}, {out['documents']} documents"
         f" (ingest {out['ingest_seconds']} s, 0 = cached)"
     )
-    keys = ["support_recall", "answer_in_answer", "answer_anywhere", "citation_validity", "wall_seconds_median"]
+    keys = ["support_recall", "answer_in_answer", "answer_anywhere", "citation_validity", "answer_precision"]
+    keys += ["answer_sentences_mean", "wall_seconds_median"]
     keys += ["loops_mean", "backend_searches_mean", "scored_choice_gold", "model_choice_gold"]
     print(f"{'':<24}" + "".join(f"{m:>12}" for m in modes))
     for key in keys:
