@@ -87,11 +87,11 @@ def sentence_score(state: ResearchState, source: Source, sentence: list, weights
     return sentence_relevance(sentence, source.query != state.topic) + lexical
 
 
-def best_sentences(state: ResearchState, passages: list[str], n: int) -> list[tuple[str, str]]:
-    """(sentence, sid) of the `n` best sentences across the passages, at most two from one passage."""
+def _scored_sentences(state: ResearchState, passages: list[str]) -> list[tuple[float, str, str]]:
+    """(score, sentence, sid) of every sentence of the passages, best first."""
     by_sid = state.source_by_sid()
     weights = key_weights(state)
-    scored = sorted(
+    return sorted(
         (
             (sentence_score(state, by_sid[sid], x, weights), x[0], sid)
             for sid in passages
@@ -99,12 +99,23 @@ def best_sentences(state: ResearchState, passages: list[str], n: int) -> list[tu
         ),
         key=lambda item: -item[0],
     )
+
+
+def top_sentence_score(state: ResearchState, passages: list[str]) -> float:
+    """The score of the best sentence across the passages (0 when they have none)."""
+    scored = _scored_sentences(state, passages)
+    return scored[0][0] if scored else 0.0
+
+
+def best_sentences(state: ResearchState, passages: list[str], n: int, floor: float = 0.0) -> list[tuple[str, str]]:
+    """(sentence, sid) of the `n` best sentences across the passages that score at least `floor`,
+    at most two from one passage."""
     out: list[tuple[str, str]] = []
-    for _, sentence, sid in scored:
+    for score, sentence, sid in _scored_sentences(state, passages):
+        if score < floor or len(out) == n:
+            break
         if sum(1 for _, s in out if s == sid) < 2 and sentence not in {t for t, _ in out}:
             out.append((sentence, sid))
-        if len(out) == n:
-            break
     return out
 
 
