@@ -1,12 +1,23 @@
 """Multi-hop research and the direct answer, on the real KB and SQLite with a fake embedder and model:
 a second document reachable only through a name the first one gives, yes/no from compared
-passages, and the scored fallback when the model's choice is not a candidate."""
+passages, and the scored fallback when the model's choice is not a candidate; which supporting
+sentences join the Answer, by rule and on the shipped corpus with the real embedder."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deepresearch.cli.main import app
+from deepresearch.research.evidence import best_sentences, top_sentence_score
 from deepresearch.research.loop import run_research
+from deepresearch.research.report import ANSWER_SHARE_OF_BEST
 from deepresearch.research.runs import RunStore
-from deepresearch.research.state import RunOptions
+from deepresearch.research.state import ResearchState, RunOptions, Source
 from tests.research_helpers import DOCS, ListBackend, RoutedChatModel, make_deps
 
 FILM = "file:///corpus/night-harbor.md"
@@ -137,3 +148,36 @@ def test_a_fact_in_an_open_kb_conflict_is_flagged_next_to_the_claim(workspace, f
     line = next(ln for ln in kb_section.splitlines() if "need shared memory on the same host" in ln)
     assert "⚠ contradicted in the knowledge base by: “SQLite WAL mode readers work across hosts" in line
     assert result.report_stats["conflicts_shown"] >= 1
+
+
+def test_a_supporting_sentence_needs_a_share_of_the_best_score():
+    topic = "How does the write-ahead log let readers and writers work at once?"
+    state = ResearchState("r", topic, RunOptions())
+    wal = Source("S1", "file:///wal.md", "WAL", "", topic, 0)
+    wal.sentences = [["A checkpoint copies pages back to the database file.", 0.8, 0.8]]
+    vec = Source("S2", "file:///vec.md", "sqlite-vec", "", topic, 0)
+    vec.sentences = [["A vec0 table keeps vectors beside other columns.", 0.3, 0.3]]
+    state.sources = [wal, vec]
+    passages = ["S1", "S2"]
+    floor = ANSWER_SHARE_OF_BEST * top_sentence_score(state, passages)
+    assert top_sentence_score(state, passages) == 0.8  # no key word of the question in either sentence
+    assert [sid for _, sid in best_sentences(state, passages, 3, floor)] == ["S1"]
+    assert [sid for _, sid in best_sentences(state, passages, 3)] == ["S1", "S2"]  # no floor: the old rule
+    # The best sentence always clears the floor, so the Answer is never empty when evidence exists.
+    assert best_sentences(state, passages, 3, top_sentence_score(state, passages)) == [(wal.sentences[0][0], "S1")]
+
+
+@pytest.mark.slow
+def test_the_readme_question_answers_from_the_wal_passage_only(home, real_embedder):
+    corpus = Path(__file__).resolve().parents[1] / "docs" / "corpus"
+    runner = CliRunner()
+    assert runner.invoke(app, ["--home", str(home), "corpus", "add", str(corpus)]).exit_code == 0
+    question = "How does SQLite WAL mode let readers and writers work at the same time?"
+    result = runner.invoke(app, ["--home", str(home), "research", question, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    answer = _answer_section(data["report"])
+    urls = {s["n"]: s["url"] for s in data["sources"]}
+    cited = {urls[int(n)] for n in re.findall(r"\[(\d+)\]", answer)}
+    assert cited == {f"file://{corpus / 'sqlite-wal.md'}"}, answer
+    assert "readers do not block writers" in answer and "sqlite-vec" not in answer
