@@ -83,17 +83,23 @@ class OnnxEmbedder(Embedder):
         self._tokenizer: Any = None
         self._inputs: list[str] = []
         self._dimension: int | None = None
+        self._source: Path | bytes | None = None  # the corrected model, found or built once per process
         self._lock = threading.Lock()
 
     def _model(self, rebuild: bool = False) -> Path | bytes:
         """What onnxruntime loads: the corrected model (cached file, or bytes) or the ONNX file itself."""
         if self.correction is None:
             return self.onnx_path
-        from deepresearch.models.onnx_model import corrected_model
-        from deepresearch.models.shipped import model_cache_dir
+        if self._source is None or rebuild:
+            # once: the cache key hashes 26 MB, and a read-only cache means building the model in
+            # memory; the switch to the optimized session (bulk embedding) reuses what was found
+            from deepresearch.models.onnx_model import corrected_model
+            from deepresearch.models.shipped import model_cache_dir
 
-        model = corrected_model(self.onnx_path, self.correction, self.cache_dir or model_cache_dir(), rebuild=rebuild)
-        return self.onnx_path if model is None else model
+            cache = self.cache_dir or model_cache_dir()
+            model = corrected_model(self.onnx_path, self.correction, cache, rebuild=rebuild)
+            self._source = self.onnx_path if model is None else model
+        return self._source
 
     def _load(self, optimized: bool = False) -> Any:
         with self._lock:
