@@ -177,9 +177,12 @@ def _duckdb(ws: Workspace) -> tuple[str, str]:
 
 
 def _workspace(ws: Workspace) -> tuple[str, str]:
-    probe = ws.home / ".doctor-write-test"
-    probe.write_text("ok")
-    probe.unlink()
+    import tempfile
+
+    # a new file of a fresh name (O_EXCL): a link planted under a fixed name is never written through
+    handle, probe = tempfile.mkstemp(prefix=".doctor-write-test.", dir=ws.home)
+    os.close(handle)
+    os.unlink(probe)
     mode = stat.S_IMODE(os.stat(ws.cache_dir).st_mode)
     if mode != 0o700:
         raise RuntimeError(f"cache folder {ws.cache_dir} has mode {mode:o}, expected 700")

@@ -259,9 +259,10 @@ def export(
     if output is None and fmt is ExportFormat.parquet:
         typer.echo("Error: parquet is binary — pass --output FILE", err=True)
         raise typer.Exit(2)
-    kb = open_kb(ctx)
+    ws = open_workspace(ctx)
+    kb = open_kb(ctx, ws)
     if output is not None:
-        count = kb.export(output, fmt.value, overwrite=force)
+        count = kb.export(output, fmt.value, overwrite=force, private=ws.config.workspace.private)
         status(f"exported {count} facts to {output}")
         return
     with tempfile.TemporaryDirectory() as tmp:

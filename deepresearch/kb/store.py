@@ -220,6 +220,6 @@ class KnowledgeBase:
         """Counts by category/status, age histogram, expiring soon, confidence, top sources (DuckDB)."""
         return analytics.stats(self.conn, now=now)
 
-    def export(self, path: Any, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
-        """Write every fact (with id, status, sources) as jsonl, csv or parquet via DuckDB."""
-        return analytics.export(self.conn, path, fmt, overwrite=overwrite)
+    def export(self, path: Any, fmt: str = "jsonl", *, overwrite: bool = False, private: bool = False) -> int:
+        """Write every fact (with id, status, sources) as jsonl, csv or parquet via DuckDB (0600 if `private`)."""
+        return analytics.export(self.conn, path, fmt, overwrite=overwrite, private=private)

@@ -12,6 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.facts import new_id
+from deepresearch.files import check_output
 from deepresearch.research import steps
 from deepresearch.research.deps import Deps
 from deepresearch.research.report import report
@@ -50,6 +51,8 @@ def run_research(
     out: Path | None = None,
 ) -> RunResult:
     """Run (or resume) a research run to its report; every step is checkpointed in the DB."""
+    if out is not None:  # a path that cannot take the report fails now, not after the run
+        check_output(out, overwrite=True)
     store = RunStore(ws.db)
     opts = options or options_from_config(ws)
     state = store.load_state(resume) if resume else ResearchState(new_id(), topic or "", opts)
