@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from deepresearch.errors import DeepResearchError
+from deepresearch.text import redact_secrets
 from deepresearch.workspace import Workspace
 
 
@@ -215,10 +216,13 @@ def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
         start = time.perf_counter()
         try:
             detail, warning = fn(ws)
-            results.append(Check(name, True, detail, seconds=time.perf_counter() - start, warning=warning))
+            check = Check(name, True, detail, seconds=time.perf_counter() - start, warning=warning)
         except Exception as exc:  # a broken component is a report line, not a crash
             # A DeepResearchError's message already names its own fix (e.g. a corrupt DB file).
             own_fix = isinstance(exc, DeepResearchError)
             detail = str(exc) or type(exc).__name__
-            results.append(Check(name, False, detail, "" if own_fix else fix, time.perf_counter() - start))
+            check = Check(name, False, detail, "" if own_fix else fix, time.perf_counter() - start)
+        # details quote configuration and server errors: never a password or key from a URL
+        check.detail, check.fix, check.warning = map(redact_secrets, (check.detail, check.fix, check.warning))
+        results.append(check)
     return results

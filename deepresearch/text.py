@@ -130,7 +130,22 @@ def truncate(text: str, limit: int) -> str:
 
 
 def redact_secrets(text: str) -> str:
-    """`text` with credentials in URLs replaced by `***` (user:password@ and key/token query values)."""
+    """`text` with credentials in URLs replaced by `***` (user:password@ and key/token query values).
+
+    The one redaction every printer of configuration, URLs and errors uses (CLI lines, doctor,
+    `models list/info`, logs, MCP errors, saved run errors)."""
     if "://" not in text and "=" not in text:
         return text
     return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))
+
+
+def join_url(base: str, path: str, params: dict[str, str] | None = None) -> str:
+    """`base` with `path` appended to its path and `params` added to its query string.
+
+    `http://h/v1?api_key=K` + `/models` is `http://h/v1/models?api_key=K`, not
+    `http://h/v1?api_key=K/models`; the base's own query parameters are kept first."""
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    query = "&".join(q for q in (parts.query, urlencode(params or {})) if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))

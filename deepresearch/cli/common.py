@@ -114,8 +114,10 @@ def warn(message: str) -> None:
 
 
 def status(message: str) -> None:
-    """A progress line on stderr (stdout stays clean for --json)."""
-    typer.echo(message, err=True)
+    """A progress line on stderr (stdout stays clean for --json; credentials in URLs redacted)."""
+    from deepresearch.text import redact_secrets
+
+    typer.echo(redact_secrets(message), err=True)
 
 
 def is_tty() -> bool:

@@ -25,9 +25,11 @@ def list_models(
 ) -> None:
     """Show the configured model and the GGUF models shipped in installed packages."""
     from deepresearch.models.shipped import available_models
+    from deepresearch.text import redact_secrets
 
     ws = open_workspace(ctx)
-    rows = available_models(ws.config.llm)
+    # a server's base URL may carry user:password@ or ?api_key=: printed redacted, also in --json
+    rows = [{**row, "path": row["path"] and redact_secrets(row["path"])} for row in available_models(ws.config.llm)]
     if json_out:
         echo_json(rows)
         return
