@@ -164,4 +164,7 @@ def _print_runs(records: list[Any], as_json: bool) -> None:
         status("no runs")
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
-        echo(f"{r.id}  {when}  {r.status:<7}  {(r.stop_reason or r.step):<13}  {r.topic}")
+        echo(f"{r.id}  {when}  {r.status:<11}  {(r.stop_reason or r.step):<13}  {r.topic}")
+    stopped = [r.id for r in records if r.status in ("interrupted", "failed")]
+    if stopped:
+        status(f"continue an interrupted or failed run with `deepresearch research --resume {stopped[0]}`")
