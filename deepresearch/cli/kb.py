@@ -108,7 +108,7 @@ def query(
         None, "--min-confidence", min=0.0, max=1.0, help="Drop facts whose decayed confidence is lower."
     ),
     lifecycle: Optional[str] = typer.Option(
-        None, "--lifecycle", help="off | inform | freshness | lifecycle (invalid → freshness)."
+        None, "--lifecycle", help="off | inform | freshness | lifecycle (default: kb.lifecycle_mode)."
     ),
     fresh: Optional[Fresh] = typer.Option(None, "--fresh", help="Freshness level for freshness mode."),
     category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),

@@ -49,7 +49,7 @@ def research(
         None,
         "--lifecycle",
         help="How recalled facts are filtered and worded: off | inform | freshness | lifecycle"
-        " (invalid → freshness, as for KB_LIFECYCLE_MODE and kb query).",
+        " (anything else is an error, as for KB_LIFECYCLE_MODE and kb query).",
     ),
     backend: Optional[str] = typer.Option(
         None, "--backend", callback=search_backend, help="Search backend: corpus | zim | searxng (or any registered)."

@@ -133,6 +133,8 @@ def store_facts(
                 result.reconfirmed.append(by_hash[digest])
                 batch_ids[n] = by_hash[digest]
                 continue
+            if n in plan and not keep_identity and rows.find_by_hash(conn, digest) is not None:
+                del plan[n]  # another writer stored this very text since planning: reconfirmed below
             action = plan.get(n)
             if action is not None and action.kind == "merge" and action.fact is not None:
                 merged_id = _apply_merge(conn, config, action, batch_ids, embedded, now, result)
