@@ -117,7 +117,7 @@ def echo_json(data: Any) -> None:
 def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
     """Print a line of output that may hold stored text (facts, titles, reports, server errors):
     escape sequences and other control characters are shown escaped (`text.terminal_safe`);
-    newlines and tabs are kept. Every command prints through this, `status`, `warn` or `echo_json`."""
+    newlines and tabs are kept. Commands print stored text through this, `status`, `warn` or `echo_json`."""
     from deepresearch.text import terminal_safe
 
     typer.echo(terminal_safe(message, keep_newlines=True), err=err, nl=nl)

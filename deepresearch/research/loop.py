@@ -12,7 +12,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.facts import new_id
-from deepresearch.files import check_output
 from deepresearch.research import steps
 from deepresearch.research.deps import Deps
 from deepresearch.research.report import report
@@ -52,6 +51,8 @@ def run_research(
 ) -> RunResult:
     """Run (or resume) a research run to its report; every step is checkpointed in the DB."""
     if out is not None:  # a path that cannot take the report fails now, not after the run
+        from deepresearch.files import check_output
+
         check_output(out, overwrite=True)
     store = RunStore(ws.db)
     opts = options or options_from_config(ws)
