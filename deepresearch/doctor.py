@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable
 
 from deepresearch.errors import DeepResearchError
-from deepresearch.text import redact_secrets
 from deepresearch.workspace import Workspace
 
 
@@ -209,6 +208,8 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
 
 def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
     """Run every check (except `skip`); a failing check never stops the others."""
+    from deepresearch.text import redact_secrets
+
     results = []
     for name, fn, fix in CHECKS:
         if skip and name in skip:
