@@ -111,3 +111,24 @@ def test_searxng_keeps_its_token_and_names_itself_redacted() -> None:
         server.close()
     assert server.paths[0] == "/search?token=SECRET&q=wal+mode&format=json"
     _assert_redacted(str(failed.value))
+
+
+def test_kb_sync_json_report_redacts_the_server_url(home: Path, tmp_path: Path, fake_model, monkeypatch) -> None:
+    """The sync report's `uri` was printed as given, password included."""
+    pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
+    from pymilvus import MilvusClient
+
+    from deepresearch.kb import sync
+
+    lite = str(tmp_path / "milvus.db")  # the server URL below is served by milvus-lite here
+    monkeypatch.setattr(sync, "default_client", lambda uri, timeout: MilvusClient(uri=lite))
+    added = runner.invoke(
+        app, ["--home", str(home), "kb", "add", "Sync reports never show passwords", "-s", "https://e.org"]
+    )
+    assert added.exit_code == 0, added.output
+    url = "http://root:PASSWORD@127.0.0.1:19530?token=SECRET"
+    result = runner.invoke(app, ["--home", str(home), "kb", "sync", "milvus", "--uri", url, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["uri"] == "http://***@127.0.0.1:19530?token=***"
+    for secret in SECRETS:
+        assert secret not in result.output

@@ -35,6 +35,7 @@ def milvus(
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
     direction = _direction(push, pull, both)
     from deepresearch.kb.sync import sync_milvus, validate_collection
+    from deepresearch.text import redact_secrets
 
     validate_collection(collection)  # fail before opening the workspace or loading anything
 
@@ -46,7 +47,7 @@ def milvus(
     report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
     for message in report.warnings[:20]:
         warn(message)
-    if as_json:
-        echo_json(report.to_dict())
+    if as_json:  # a server URL may carry user:password@ (printed redacted, as everywhere)
+        echo_json({**report.to_dict(), "uri": redact_secrets(report.uri)})
     else:
         typer.echo(report.summary())
