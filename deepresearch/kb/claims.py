@@ -37,7 +37,7 @@ from deepresearch.kb.align import PUNCT, Token, join, opcodes, proper, regions, 
 from deepresearch.text import STOPWORDS, content_words, numbers, stem
 
 MAX_VALUE_TOKENS = 6  # a name, title or date longer than this is a clause, not a value
-MAX_REGIONS = 4  # more differing spans than this and the texts are not one claim
+MAX_REGIONS = 6  # more differing spans than this and the texts are not one claim
 # weekdays and relative days: *when* a claim held, not a value of it
 WHEN_WORDS = frozenset("monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
 MONTHS = frozenset(
@@ -102,6 +102,9 @@ def value_kind(span: list[Token], initial: bool, text: list[Token]) -> str | Non
     content = [t for t in span if _content(t) or dated(t)]
     if not content or any(t.key in _NEGATIONS for t in span):
         return None
+    if any(unspaced(t.text) for t in content):  # jieba may cut an unknown name into characters:
+        whole = "".join(t.text for t in content)  # judge the span as one word ("黄" "渤" → 黄渤)
+        return "value" if any(dated(t) for t in content) or proper(whole) or _quoted(span) else None
     if not _quoted(span) and not all(dated(t) or _named(t) for t in content):
         return None
     if any(dated(t) for t in content) or _quoted(span) or len(content) > 1:
@@ -115,6 +118,8 @@ def value_kind(span: list[Token], initial: bool, text: list[Token]) -> str | Non
 
 def _kind(span: list[Token]) -> tuple[bool, bool]:
     """(has a number, has a name): a slot takes a value of the same kind."""
+    if any(unspaced(t.text) for t in span):  # no casing: jieba's tags are too unsteady to compare
+        return any(numbers(t.text) for t in span), True
     return any(numbers(t.text) for t in span), any(_named(t) for t in span if _content(t) and not dated(t))
 
 
