@@ -14,6 +14,7 @@ import numpy as np
 from deepresearch.facts import Fact
 from deepresearch.kb import lifecycle
 from deepresearch.kb.classify import decide
+from deepresearch.kb.fts import search_fts
 from deepresearch.kb.index import FACT_VEC, Filter, one_blas_thread
 from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.rows import select_facts
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from deepresearch.models.llm import ChatModel
 
 CANDIDATES = 8  # nearest stored facts compared with each new one
+LEXICAL_CANDIDATES = 4  # and the stored facts sharing the most words with it
 
 
 @dataclass
@@ -66,6 +68,14 @@ def neighbours(
     ]
 
 
+def lexical_neighbours(conn: Any, config: KBConfig, text: str, k: int = LEXICAL_CANDIDATES) -> list[int]:
+    """Active facts sharing the most words with `text` (FTS5 trigrams, BM25): the pairs the rule
+    can align even where the embedding model puts them apart — a swapped name moves MiniLM's
+    cosine to ~0.5, and it does not read Chinese at all (unrelated Chinese facts score ≈ 1)."""
+    active = Filter(lifecycle.visibility("off", config), 0.0, 0.0, config)
+    return [rid for rid, _ in search_fts(conn, text, active, k)]
+
+
 def plan_batch(
     conn: Any,
     config: KBConfig,
@@ -83,6 +93,9 @@ def plan_batch(
     """
     threshold, near = config.related_similarity, config.duplicate_similarity
     found = neighbours(conn, config, indexes, matrix, threshold, k=CANDIDATES)
+    for hits, fact in zip(found, facts, strict=True):  # the rule aligns words: so do candidates
+        seen = {rid for rid, _ in hits}
+        hits += [(rid, threshold) for rid in lexical_neighbours(conn, config, fact.fact) if rid not in seen]
     rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
     stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
     inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T

@@ -224,8 +224,8 @@ def _apply_merge(
     result.merged.append(MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new))
     if target in result.added:  # a fact of this batch, merged on the way in: it is the one added
         result.added[result.added.index(target)] = new
-    else:  # an update states a new value: a fact added; a duplicate only confirms what was known
-        (result.added if decision.kind == "update" else result.reconfirmed).append(new)
+    else:  # a changed value ("changes 2 → 3") is a fact added; a rewording only confirms what was known
+        (result.added if decision.reason.startswith("changes ") else result.reconfirmed).append(new)
     return new
 
 
