@@ -94,8 +94,8 @@ def plan_batch(
     threshold, near = config.related_similarity, config.duplicate_similarity
     found = neighbours(conn, config, indexes, matrix, threshold, k=CANDIDATES)
     for hits, fact in zip(found, facts, strict=True):  # the rule aligns words: so do candidates
-        seen = {rid for rid, _ in hits}
-        hits += [(rid, threshold) for rid in lexical_neighbours(conn, config, fact.fact) if rid not in seen]
+        vector_hits = {rid for rid, _ in hits}
+        hits += [(rid, threshold) for rid in lexical_neighbours(conn, config, fact.fact) if rid not in vector_hits]
     rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
     stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
     inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T
