@@ -24,7 +24,7 @@ from functools import lru_cache
 
 # scripts written without spaces between words (Hangul is spaced: it splits on whitespace)
 _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
+UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
 _PIECE = re.compile(rf"[{_UNSPACED}]+|\d+(?:[.,:]\d+)*[%‰]?|[^\W\d_]+(?:['’.][^\W\d_]+)*|\S", re.UNICODE)
 PUNCT = ".,;:!?\"'()[]“”‘’«»《》「」『』【】、，。；：！？（）·•…—–-"
 # date units and particles that sit between the parts of one value ("5月12日", "Li · Wei")
@@ -49,7 +49,7 @@ class Token:
 
 def unspaced(text: str) -> bool:
     """True when the text holds Chinese or Japanese (words not separated by spaces)."""
-    return bool(_UNSPACED_RUN.search(text))
+    return bool(UNSPACED_RUN.search(text))
 
 
 @lru_cache(maxsize=1)
@@ -95,11 +95,11 @@ def tokens(text: str) -> list[Token]:
     out: list[Token] = []
     for match in re.finditer(r"(\s*)(\S+)", text):
         sep, chunk = match.groups()
-        if not _UNSPACED_RUN.search(chunk):
+        if not UNSPACED_RUN.search(chunk):
             out.append(Token(sep, chunk, word_key(chunk) or chunk))
             continue
         for piece in _PIECE.findall(chunk):
-            for word in segment(piece) if _UNSPACED_RUN.fullmatch(piece) else (piece,):
+            for word in segment(piece) if UNSPACED_RUN.fullmatch(piece) else (piece,):
                 key = word_key(word) or unicodedata.normalize("NFKC", word)
                 out.append(Token(sep, word, key))
                 sep = ""

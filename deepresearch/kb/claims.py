@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import lru_cache
 from itertools import takewhile
 
 from deepresearch.kb.align import PUNCT, Token, join, opcodes, proper, regions, tokens, unspaced
@@ -174,8 +175,10 @@ def _stems(toks: list[Token]) -> set[str]:
     return out
 
 
+@lru_cache(maxsize=2048)
 def compare(older: str, newer: str, *, min_shared: int = 4, min_aligned: float = 0.7) -> Comparison:
-    """Compare two texts as claims (see the module docstring)."""
+    """Compare two texts as claims (see the module docstring). Cached: `relation`, `replaced_stems`
+    and `kept_apart` ask about the same pair; the result must not be changed by callers."""
     old, new = tokens(older), tokens(newer)
     spans = regions(old, new)
     solid = [sum(not t.glue for t in side) for side in (old, new)]
