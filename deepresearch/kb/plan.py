@@ -106,14 +106,16 @@ def anchor_terms(text: str, n: int = 3) -> list[str]:
 
 def _plain_runs(text: str) -> list[str]:
     """Runs of Chinese/Japanese characters outside names and numbers (jieba's common words)."""
-    runs, current = [], ""
+    runs: list[str] = []
     for run in UNSPACED_RUN.findall(text):
+        current = ""
         for word in segment(run):
             if known_word(word) and not proper(word):
                 current += word
             else:
-                runs, current = runs + [current], ""
-        runs, current = runs + [current], ""
+                runs.append(current)
+                current = ""
+        runs.append(current)
     return [r for r in runs if len(r) >= 3]
 
 
