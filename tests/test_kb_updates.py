@@ -234,6 +234,12 @@ def test_compress_applies_the_same_classification(home, real_embedder):
         ("Stocks close 0.39% higher", "Stocks close 2.47% higher", None),  # an event headline: two events
         ("10 Things to Know for Wednesday", "10 Things to Know for Thursday", None),  # a weekday: another time
         ("A man is playing a guitar on the stage.", "A man is playing a flute on the stage.", None),  # a common word
+        (  # a bare singular word opening the sentence is a name (a common noun would take "the")
+            "Norway won the most medals at the winter games held in Pyeongchang.",
+            "Canada won the most medals at the winter games held in Pyeongchang.",
+            "Norway → Canada",
+        ),
+        ("People are playing cricket on the village green.", "Men are playing cricket on the village green.", None),
         # Chinese: the same kinds of change, aligned on jieba's words
         (
             "该片由詹姆斯·卡梅隆执导，于2009年上映。",
@@ -287,7 +293,9 @@ def test_merged_text_holds_only_what_a_source_said():
     assert value_change(older, newer) == "Ana María Ruiz → Li Wei"
     # "a poet from Quito" describes Ana María Ruiz: never moved onto Li Wei; both texts stay whole
     assert mechanical_merge(older, newer) == f"{newer[:-1]} (earlier: {older[:-1]})."
-    assert mechanical_merge("Momo, a tabby, is 2 years old.", "Momo is 3 years old.") == "Momo, a tabby, is 3 years old."
+    assert (
+        mechanical_merge("Momo, a tabby, is 2 years old.", "Momo is 3 years old.") == "Momo, a tabby, is 3 years old."
+    )
 
 
 def test_short_facts_update_in_turn_through_kb_add(home, real_embedder):

@@ -113,8 +113,20 @@ def value_kind(span: list[Token], initial: bool, text: list[Token]) -> str | Non
     first = content[0]
     if initial and span[0] is first and not unspaced(first.text) and not any(c.isupper() for c in first.text[1:]):
         later = {b.key for a, b in zip(text, text[1:], strict=False) if _named(b) and a.text[-1:] not in ".!?"}
-        return "value" if first.key in later else "maybe"
+        return "value" if first.key in later or _singular_subject(span[0], text) else "maybe"
     return "value"
+
+
+_PLURAL_VERBS = frozenset("are were have do".split())
+
+
+def _singular_subject(first: Token, text: list[Token]) -> bool:
+    """A bare singular word opening the sentence: in English a singular count noun takes a
+    determiner ("The dog …"), so without one it is a name ("France won …"); a plural ("Dogs
+    are …", "Men are …", "Stocks close …") names a class of things, not one thing."""
+    word = first.text.strip(PUNCT)
+    after = text[1].key if len(text) > 1 else ""
+    return word.isalpha() and not word.lower().endswith("s") and after not in _PLURAL_VERBS
 
 
 def _kind(span: list[Token]) -> tuple[bool, bool]:
