@@ -76,11 +76,19 @@ def import_(
         help="JSONL file, one {fact, source_url, category, confidence, research_topic, created_at,"
         " verified_at} object per line.",
     ),
+    link: bool = typer.Option(
+        False,
+        "--link/--restore",
+        help="--restore (default): bring back an export as it was — ids, times, status and history links"
+        " kept, nothing merged, so an export/import round trip is lossless. --link: someone else's facts —"
+        " each active one goes through the `kb add` rule with a new id (duplicates reconfirm, updates"
+        " supersede, contradictions are flagged); superseded or expired records are rejected.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Import facts from JSONL (the shape `kb export --format jsonl` writes)."""
+    """Import facts from JSONL (the shape `kb export --format jsonl` writes): a restore, or with --link a merge."""
     kb = open_kb(ctx)
-    result = kb.import_jsonl(file)
+    result = kb.import_jsonl(file, link=link)
     _report_add(result, as_json, list_ids=False)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)

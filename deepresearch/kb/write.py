@@ -224,7 +224,10 @@ def _apply_merge(
         return None
     new = rows.supersede(conn, [target], cleaned, embedded.get(cleaned.fact), now, f"merge: {decision.kind}", config)
     result.merged.append(MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new))
-    result.reconfirmed.append(new)
+    if target in result.added:  # a fact of this batch, merged on the way in: it is the one added
+        result.added[result.added.index(target)] = new
+    else:  # a changed value ("changes 2 → 3") is a fact added; a rewording only confirms what was known
+        (result.added if decision.reason.startswith("changes ") else result.reconfirmed).append(new)
     return new
 
 
