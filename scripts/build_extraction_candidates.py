@@ -119,10 +119,15 @@ def sentence_candidates(text: str) -> list[str]:
 def extracted(source: dict[str, Any], which: str) -> list[str]:
     """The facts an extractor stores from one source (baseline = today's, new = this branch's)."""
     if which == "baseline":
-        import extraction_baseline as module
+        import extraction_baseline as baseline
+
+        result = baseline.extract_facts(source["text"], source["url"], topic=source["topic"], max_facts=5)
     else:
-        from deepresearch.models import extract as module  # type: ignore[no-redef]
-    result = module.extract_facts(source["text"], source["url"], topic=source["topic"], max_facts=5)
+        from deepresearch.models import extract
+
+        result = extract.extract_facts(
+            source["text"], source["url"], topic=source["topic"], max_facts=5, title=source["title"]
+        )
     return [f.fact for f in result.facts]
 
 
