@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from deepresearch.errors import DeepResearchError
 from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY
+from deepresearch.text import has_cjk
 
 if TYPE_CHECKING:
     import numpy as np
@@ -228,7 +229,10 @@ class PrototypeCategorizer:
         return [{c: float(per_category[c][i]) for c in CATEGORIES} for i in range(len(texts))]
 
     def categorize(self, texts: list[str]) -> list[str]:
-        return [self.choose(s) for s in self.scores(texts)]
+        """Nearest prototype; CJK text by cue words (the prototypes are English, MiniLM too)."""
+        latin = [t for t in texts if not has_cjk(t)]
+        chosen = iter([self.choose(s) for s in self.scores(latin)])
+        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
 
     def choose(self, scores: dict[str, float]) -> str:
         """The best category; within `margin` of the runner-up, the shorter-lived of the two."""

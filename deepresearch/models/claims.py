@@ -47,17 +47,20 @@ from deepresearch.text import has_cjk, normalize_space
 _OPENERS = "\"'“‘([«"
 _CLOSERS = "\"'”’)]»"
 _FINAL = re.compile(r"[.!?。！？][\"'”’)\]»]*$")
-_IDENTIFIER = re.compile(r"^[a-z][\w.]*(?:[A-Z_\d(])")  # sqlite3_open, iPhone, x86, sqlite3_step()
+_IDENTIFIER = re.compile(r"^[a-z][a-z.]*(?:[A-Z_\d(]|-[a-z]+\b)")  # sqlite3_open, iPhone, x86, sqlite-vec
 # A full stop after these is not a sentence end: the chunk (or the splitter) cut there.
 _ABBREVIATION_END = re.compile(
-    r"(?:^|[\s(\[\"'])(?:[A-Z]|vs|c|ca|e\.g|i\.e|etc|al|fig|no|vol|pp|approx|cf|resp|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Inc|Ltd|Co)\.$"
+    r"(?:^|[\s(\[\"'])(?:vs|ca|e\.g|i\.e|etc|al|fig|no|vol|pp|approx|cf|resp|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Inc|Ltd|Co)\.$"
 )
 _TRAILING_FUNCTION_WORD = re.compile(
     r"\b(?:the|a|an|of|to|that|and|or|with|by|for|in|on|at|from|versus|than|as|is|are|was|were|be|its|their)[.!?]$",
     re.IGNORECASE,
 )
 # "Elwyn Brooks "E. B. White" and "(c. 1020 – c. 1069)": the splitter cuts after initials.
-_ENDS_WITH_INITIAL = re.compile(r"(?:^|[\s(\[\"'“])(?:[A-Z]|c|ca|vol|no)\.$")
+# (an initial after a capitalized word, a quote, another initial or nothing; "c." for circa)
+_ENDS_WITH_INITIAL = re.compile(
+    r"(?:(?:^|[\s(\[\"'“])(?:c|ca|vol|no)|(?:^|[A-Z][\w'’\-]*\s+|[\"“(]|[A-Z]\.\s*)[A-Z])\.$"
+)
 
 
 def starts_like_sentence(sentence: str) -> bool:
@@ -78,7 +81,7 @@ def ends_like_sentence(sentence: str) -> bool:
     if not _FINAL.search(s):
         return False
     core = s.rstrip(_CLOSERS)
-    return not (_ABBREVIATION_END.search(core) or _TRAILING_FUNCTION_WORD.search(core))
+    return not (_ABBREVIATION_END.search(core) or _ENDS_WITH_INITIAL.search(core) or _TRAILING_FUNCTION_WORD.search(core))
 
 
 def balanced(sentence: str) -> bool:
@@ -156,7 +159,7 @@ def claim_problem(sentence: str) -> str | None:
     for reason, pattern in _NOT_A_CLAIM:
         if pattern.search(s):
             return reason
-    if not has_cjk(s) and (len(s.split()) < 6 or not looks_like_claim(s)):
+    if not has_cjk(s) and (len(s.split()) < 5 or not looks_like_claim(s)):
         return "a heading or a phrase, not a claim"
     return None
 
@@ -304,14 +307,15 @@ class Candidate:
     problem: str | None
 
 
-def _resolve(sentence: str, subject: str | None, previous_about_subject: bool) -> str | None:
-    """`sentence` with its leading pronoun replaced by the subject, or None when not certain."""
+def _resolve(sentence: str, subject: str | None, previous_about_subject: bool, plural: bool) -> str | None:
+    """`sentence` with its leading pronoun replaced by the subject, or None when not certain
+    (no subject, the previous sentence is about something else, or the number disagrees)."""
     match = _PRONOUN.match(sentence)
     if not match:
         return sentence
-    if subject is None or not previous_about_subject:
-        return None
     word = match.group(1).lower()
+    if subject is None or not previous_about_subject or (word in ("they", "their")) != plural:
+        return None
     replacement = f"{subject}'s" if word in _POSSESSIVE else subject
     return replacement + " " + sentence[match.end() :]
 
@@ -320,6 +324,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     """Every sentence of the passage with its stored text and, when dropped, the reason."""
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
     subject = passage_subject(sentences, title)
+    plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
     for sentence in sentences:
@@ -327,7 +332,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         problem = problem or claim_problem(stripped)
-        resolved = _resolve(stripped, subject, about_subject) if problem is None else stripped
+        resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
         if problem is None and resolved is None:
             problem = "a pronoun whose subject is not certain"
         text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
