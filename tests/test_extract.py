@@ -505,3 +505,13 @@ def test_the_labeled_set_is_well_formed():
         assert row["fact"].strip()
     for corpus in ("scifact", "hotpotqa", "sqlite"):
         assert sum(r["corpus"] == corpus for r in labels) >= 40
+
+
+def test_on_a_real_document_every_fact_from_a_chunk_is_a_whole_sentence_of_the_document():
+    # This repository's README, cut by the corpus chunker (180/30 words, the defaults).
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    document_claims = set(passage_claims(text))
+    chunks = chunk_text(text, 180, 30)
+    from_chunks = [fact for chunk in chunks for fact in passage_claims(chunk)]
+    assert len(chunks) > 10 and len(from_chunks) >= 10
+    assert [f for f in from_chunks if f not in document_claims] == []
