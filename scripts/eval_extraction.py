@@ -84,7 +84,9 @@ def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> d
         default_categorizer().categorize(["A warm-up sentence."])  # load the embedding model before timing
 
         def call(s: dict[str, Any]) -> Any:
-            return new_module.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"])
+            return new_module.extract_facts(
+                s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"]
+            )
 
     out = {}
     for source in sources:
@@ -152,7 +154,9 @@ def categorizer_accuracy(labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
             claims = [r for r in labels if r["split"] == split and r["claim"] and r["category"]]
             chosen = categorizer.categorize([r["fact"] for r in claims])
             right = sum(c == r["category"] for c, r in zip(chosen, claims, strict=True))
-            label = categorizer.name + (f" (unsure margin {categorizer.margin})" if hasattr(categorizer, "margin") else "")
+            label = categorizer.name + (
+                f" (unsure margin {categorizer.margin})" if hasattr(categorizer, "margin") else ""
+            )
             rows.append({"categorizer": label, "split": split, "claims": len(claims), "accuracy": right / len(claims)})
     return rows
 
@@ -168,8 +172,8 @@ def labeled_main(args: argparse.Namespace) -> None:
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
-        ("all three", "all_three"), ("good kept", "good_stored_share"), ("category acc", "category_accuracy"), ("facts/source", "facts_per_source"),
-        ("s/source", "seconds_per_source"),
+        ("all three", "all_three"), ("good kept", "good_stored_share"), ("category acc", "category_accuracy"),
+        ("facts/source", "facts_per_source"), ("s/source", "seconds_per_source"),
     ]  # fmt: skip
     rows = []
     for split in ("dev", "heldout", "all"):

@@ -181,4 +181,3 @@ def run(args: argparse.Namespace) -> None:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from deepresearch.errors import ModelError
 from deepresearch.facts import CATEGORIES
 from deepresearch.grounding import grounding_problem, is_grounded
+from deepresearch.models.categorize import classify_category
 from deepresearch.models.extract import (
-    classify_category,
     extract_document,
     extract_facts,
     fallback_facts,
@@ -268,7 +268,6 @@ def test_whatever_the_model_says_returned_facts_are_grounded(proposals, topic):
 
 
 def test_categories_of_technical_text_and_case_of_lowercase_names():
-    from deepresearch.models.extract import classify_category, fallback_facts
 
     assert classify_category("Reciprocal rank fusion (RRF) merges several ranked lists into one by summing ranks.") == (
         "technology"
@@ -332,7 +331,7 @@ def test_a_sentence_cut_at_a_real_chunk_edge_is_never_stored():
         ("Rhiwallon ap Cynfyn (c.", False),
         ("It was written by Ronnie Scott and Steve Wolfe in 1979 vs.", False),
         ("sqlite3_step() returns SQLITE_ROW when a row is ready.", True),  # identifiers start sentences
-        ('"Charlotte\'s Web" was voted the top children\'s novel in 2012.', True),
+        ("\"Charlotte's Web\" was voted the top children's novel in 2012.", True),
         ("WAL mode permits simultaneous readers and writers.", True),
     ],
 )
@@ -481,9 +480,9 @@ def test_prototype_rule_picks_the_nearest_and_is_conservative_when_unsure():
     assert cat.categorize(["born born"]) == ["historical"]
     # As close to product_info as to technology: the shorter-lived one (re-checked sooner).
     assert cat.categorize(["version protocol"]) == ["product_info"]
-    assert cat.choose({"market_data": 0.1, "product_info": 0.2, "strategy": 0.0, "technology": 0.5, "historical": 0.48}) == (
-        "technology"
-    )
+    assert cat.choose(
+        {"market_data": 0.1, "product_info": 0.2, "strategy": 0.0, "technology": 0.5, "historical": 0.48}
+    ) == ("technology")
     assert cat.categorize(["苹果的市场份额增长了"]) == ["market_data"]  # CJK: cue words
 
 

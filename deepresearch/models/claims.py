@@ -81,7 +81,9 @@ def ends_like_sentence(sentence: str) -> bool:
     if not _FINAL.search(s):
         return False
     core = s.rstrip(_CLOSERS)
-    return not (_ABBREVIATION_END.search(core) or _ENDS_WITH_INITIAL.search(core) or _TRAILING_FUNCTION_WORD.search(core))
+    return not (
+        _ABBREVIATION_END.search(core) or _ENDS_WITH_INITIAL.search(core) or _TRAILING_FUNCTION_WORD.search(core)
+    )
 
 
 def balanced(sentence: str) -> bool:
@@ -192,7 +194,8 @@ _REFERS_BACK_INSIDE = re.compile(
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
 _NAME_RUN = re.compile(r"\b[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|of|de|van|von|ap|the))*\s+[A-Z][\w'’\-]+")
 _METHOD = re.compile(
-    r"\bwe (?:report|describe|present|introduce|provide) (?:a|an|the|here)\b|^(?:we (?:aimed|conducted|followed|performed|used|studied|recruited|enrolled|analy[sz]ed|examined|measured|"
+    r"\bwe (?:report|describe|present|introduce|provide) (?:a|an|the|here)\b|"
+    r"^(?:we (?:aimed|conducted|followed|performed|used|studied|recruited|enrolled|analy[sz]ed|examined|measured|"
     r"collected|compared|investigated|reviewed|searched|assessed|evaluated|included|designed|developed|"
     r"sought|set out)|the (?:aim|objective|purpose|goal)s? of)\b|"
     r"\b(?:was|were) (?:measured|detected|evaluated|assessed|examined|analy[sz]ed|studied|recorded|collected|"
@@ -221,7 +224,7 @@ def leading_subject(sentence: str) -> str | None:
     match = _SUBJECT_VERB.match(sentence)
     if not match:
         return None
-    name = match.group(1).strip().strip("\"“”")
+    name = match.group(1).strip().strip('"“”')
     return name if name and len(name.split()) <= 8 else None
 
 
@@ -261,7 +264,7 @@ def _head_noun_subject(sentence: str, first: str, subject: str | None) -> str:
         return sentence
     predicate = re.search(r"\b(?:is|was|are|were) (?:a|an|the)\b((?:\s+\S+){1,10})", first)
     if predicate and re.search(rf"\b{match.group(1)}\b", predicate.group(1)):
-        return f"{subject} {sentence[match.end():]}"
+        return f"{subject} {sentence[match.end() :]}"
     return sentence
 
 
@@ -320,6 +323,15 @@ def _resolve(sentence: str, subject: str | None, previous_about_subject: bool, p
     return replacement + " " + sentence[match.end() :]
 
 
+def _opens_with(sentence: str, subject: str | None) -> bool:
+    """The sentence opens with the subject's name ("Scott …" for "Scott Buchholz"; "The Brisbane …")."""
+    if not subject:
+        return False
+    words = subject.split()
+    key = " ".join(words[:2]) if words[0] in ("The", "A", "An") else words[0]
+    return sentence.startswith(key)
+
+
 def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     """Every sentence of the passage with its stored text and, when dropped, the reason."""
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
@@ -338,8 +350,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
         text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
         problem = problem or standalone_problem(text_out) or inner_pronoun_problem(text_out, subject)
         out.append(Candidate(sentence, text_out, problem))
-        opens_with_subject = bool(subject) and sentence.startswith(subject.split()[0])
-        about_subject = opens_with_subject or (about_subject and bool(_PRONOUN.match(sentence)))
+        about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
     return out
 
 

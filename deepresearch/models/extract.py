@@ -28,7 +28,7 @@ from deepresearch.grounding import (
     SourceIndex,
     grounding_problem,
 )
-from deepresearch.models.categorize import COMPILED_STRONG, Categorizer, classify_category, default_categorizer
+from deepresearch.models.categorize import COMPILED_STRONG, Categorizer, default_categorizer
 from deepresearch.models.claims import (
     PRONOUN_START,
     claim_problem,
@@ -191,7 +191,9 @@ def _model_facts(
         claim = normalize_space(str(item.get("fact") or "")).strip(" \"'“”-*•")
         claim = _REPEATED_NAME.sub(r"\1", claim)  # "Acme Acme Corp" (heading + sentence)
         problem = model_claim_problem(claim, source, how["topic"])
-        if problem is None and not keep(claim, _model_category(item.get("category"), claim), _confidence(item.get("confidence")), "model"):
+        if problem is None and not keep(
+            claim, _model_category(item.get("category"), claim), _confidence(item.get("confidence")), "model"
+        ):
             problem = "duplicate of another fact"
         if problem is not None:
             result.rejected += 1
