@@ -19,7 +19,8 @@ before issue 25; `new` = deepresearch.models.extract) and each split it prints:
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
 Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-and the nearest-prototype rule.
+the nearest-prototype rule, and with `--model-categories GGUF` the chat model choosing from
+the category enum.
 
 The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
 remains: `--hotpotqa FILE --models NAME…`.
@@ -140,25 +141,72 @@ def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[di
     }
 
 
-def categorizer_accuracy(labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Category accuracy of each categorizer over every labeled claim, per split."""
-    from deepresearch.models.categorize import PrototypeCategorizer, RuleCategorizer, default_categorizer
+def categorizer_accuracy(
+    labels: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
+) -> list[dict[str, Any]]:
+    """Category accuracy of each categorizer over every labeled claim, per split (with
+    `model_path`, also the chat model choosing from the category enum)."""
+    from deepresearch.models.categorize import (
+        ModelCategorizer,
+        PrototypeCategorizer,
+        RuleCategorizer,
+        default_categorizer,
+    )
 
     proto = default_categorizer()
     rows = []
     candidates: list[Any] = [RuleCategorizer()]
     if isinstance(proto, PrototypeCategorizer):
         candidates += [PrototypeCategorizer(proto.embedder, margin=0.0), proto]
+    if model_path:
+        from deepresearch.config import LLMConfig
+        from deepresearch.models.llm import get_chat_model
+
+        config = LLMConfig(model_path=model_path, temperature=0.0, n_threads=2)
+        candidates.append(ModelCategorizer(get_chat_model(config)))
     for categorizer in candidates:
         for split in ("dev", "heldout"):
             claims = [r for r in labels if r["split"] == split and r["claim"] and r["category"]]
+            if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
+                claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
+            start = time.perf_counter()
             chosen = categorizer.categorize([r["fact"] for r in claims])
+            if categorizer.name == "model":
+                print(f"  model categories ({split}): {(time.perf_counter() - start) / len(claims):.2f} s/fact")
             right = sum(c == r["category"] for c, r in zip(chosen, claims, strict=True))
             label = categorizer.name + (
                 f" (unsure margin {categorizer.margin})" if hasattr(categorizer, "margin") else ""
             )
             rows.append({"categorizer": label, "split": split, "claims": len(claims), "accuracy": right / len(claims)})
     return rows
+
+
+def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) -> dict[str, Any]:
+    """On real chunk boundaries (HTML pages read and cut by the corpus code), how often the first
+    sentence of a chunk that starts mid-sentence still looks like a sentence start (and would be
+    kept), and how many true sentence starts the rule drops."""
+    import re
+
+    from deepresearch.models.claims import starts_like_sentence
+    from deepresearch.search.readers import read_html_file
+
+    counts = {"chunks": 0, "true_start": 0, "mid_sentence": 0, "mid_kept": 0, "start_dropped": 0}
+    for path in sorted(folder.glob("*.html"))[:pages]:
+        try:
+            _, text = read_html_file(path)
+        except Exception:  # noqa: BLE001 - a page without text is no boundary
+            continue
+        spans = [m.span() for m in re.finditer(r"\S+", text)]
+        for first in range(size - overlap, len(spans), size - overlap):
+            before = text[: spans[first][0]]
+            true_start = not before.strip() or "\n\n" in before[-4:] or bool(re.search(r"[.!?:][\"')\]]*\s*$", before))
+            kept = starts_like_sentence(text[spans[first][0] :][:200])
+            counts["chunks"] += 1
+            counts["true_start"] += true_start
+            counts["mid_sentence"] += not true_start
+            counts["mid_kept"] += kept and not true_start
+            counts["start_dropped"] += true_start and not kept
+    return counts
 
 
 def _fmt(value: Any) -> str:
@@ -185,7 +233,7 @@ def labeled_main(args: argparse.Namespace) -> None:
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
-    cats = categorizer_accuracy(labels)
+    cats = categorizer_accuracy(labels, args.model_categories, args.model_sample)
     print("\ncategorizers over every labeled claim")
     print("| categorizer | split | claims | accuracy |\n|---|---|---|---|")
     for c in cats:
@@ -204,10 +252,21 @@ def main() -> None:
     parser.add_argument("--labels", type=Path, default=DATA / "extraction_labels.jsonl")
     parser.add_argument("--max-facts", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--model-categories", help="also measure this GGUF choosing from the category enum")
+    parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")
+    parser.add_argument("--chunk-edges", type=Path, help="only measure the start rule on chunks of these HTML pages")
+    parser.add_argument("--pages", type=int, default=200, help="(--chunk-edges) pages to read")
     parser.add_argument("--hotpotqa", type=Path, help="run the model comparison on this hotpotqa_train.json")
     parser.add_argument("--passages", type=int, default=16, help="(--hotpotqa) supporting paragraphs to use")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "gemma3-270m"])
     args = parser.parse_args()
+    if args.chunk_edges:
+        counts = chunk_edges(args.chunk_edges, args.pages)
+        print(json.dumps(counts))
+        mid, start = counts["mid_sentence"], counts["true_start"]
+        print(f"mid-sentence chunk starts kept as sentence starts: {counts['mid_kept'] / mid:.3f} of {mid}")
+        print(f"true sentence starts dropped: {counts['start_dropped'] / start:.3f} of {start}")
+        return
     if args.hotpotqa:
         import eval_extraction_models
 

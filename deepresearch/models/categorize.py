@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from deepresearch.models.base import Embedder
+    from deepresearch.models.llm import ChatModel
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +241,44 @@ class PrototypeCategorizer:
         if scores[best] - scores[second] < self.margin:
             return min(best, second, key=CATEGORIES.index)
         return best
+
+
+# --- the chat model through the category enum (measured; see docs/BENCHMARKS.md) -----------
+
+_MODEL_SYSTEM = (
+    "You file facts for a knowledge base. Pick the category that says how the fact ages: "
+    "market_data (prices, shares, sales, revenue, growth: changes weekly); product_info (features, settings, "
+    "defaults, versions, releases of a product); strategy (plans, investments, partnerships, acquisitions); "
+    "technology (how something works: mechanisms, principles, architectures, protocols, scientific findings); "
+    "historical (what happened and does not change: births, deaths, foundings, events, biographies, works)."
+)
+MODEL_SCHEMA = {
+    "type": "object",
+    "properties": {"category": {"type": "string", "enum": list(CATEGORIES)}},
+    "required": ["category"],
+}
+
+
+class ModelCategorizer:
+    """The chat model chooses from the category enum (constrained decoding); the fallback decides
+    when its answer is unusable."""
+
+    name = "model"
+
+    def __init__(self, model: ChatModel, fallback: Categorizer | None = None):
+        self.model = model
+        self.fallback = fallback or RuleCategorizer()
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        from deepresearch.models.llm import complete_json
+
+        out = []
+        for text in texts:
+            messages = [{"role": "system", "content": _MODEL_SYSTEM}, {"role": "user", "content": f"Fact: {text}"}]
+            data = complete_json(self.model, messages, MODEL_SCHEMA, max_tokens=20)
+            chosen = data.get("category") if isinstance(data, dict) else None
+            out.append(chosen if chosen in CATEGORIES else self.fallback.categorize([text])[0])
+        return out
 
 
 _DEFAULT: list[Categorizer] = []
