@@ -514,3 +514,15 @@ def test_on_a_real_document_every_fact_from_a_chunk_is_a_whole_sentence_of_the_d
     from_chunks = [fact for chunk in chunks for fact in passage_claims(chunk)]
     assert len(chunks) > 10 and len(from_chunks) >= 10
     assert [f for f in from_chunks if f not in document_claims] == []
+
+
+def test_model_categorizer_uses_the_enum_choice_and_falls_back_on_a_bad_answer():
+    from deepresearch.models.categorize import MODEL_SCHEMA, ModelCategorizer
+
+    model = FakeChatModel([{"category": "technology"}, {"category": "gossip"}, {"category": "gossip"}])
+    chosen = ModelCategorizer(model).categorize(
+        ["WAL mode permits simultaneous readers and writers.", "The company was founded in 1998 in Santa Clara."]
+    )
+    assert chosen == ["technology", "historical"]  # the second: two bad answers → cue words
+    assert model.history[0]["schema"] == MODEL_SCHEMA
+    assert MODEL_SCHEMA["properties"]["category"]["enum"] == list(CATEGORIES)
