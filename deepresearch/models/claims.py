@@ -11,9 +11,9 @@ that pass, each as stored (a leading pronoun resolved to the passage's subject w
 certain, a leading "Note that" or an additive connector dropped); `claim_problem` says why
 one sentence fails. The rules, each with the case it handles:
 
-- cut at the passage edge: a sentence must start like one (an upper-case letter, a digit-free
-  start, a quote or bracket before one, CJK; an identifier such as `sqlite3_open` or `iPhone`
-  counts) and end like one (. ! ? 。 ！ ？, optionally followed by a closing quote or bracket,
+- cut at the passage edge: a sentence must start like one (an upper-case letter, possibly
+  after a quote or bracket, or CJK — not a lower-case word, a digit or punctuation; an
+  identifier such as `sqlite3_open`, `sqlite-vec` or `iPhone` counts) and end like one (. ! ? 。 ！ ？, optionally followed by a closing quote or bracket,
   not after a lone initial or an abbreviation such as "vs." or "c."), with its brackets and
   quotes balanced. Without the neighbouring chunk nothing can be completed, so such a
   sentence is dropped, never capitalized or given a full stop (the old cleaner's
@@ -24,7 +24,12 @@ one sentence fails. The rules, each with the case it handles:
   dropped; a leading personal pronoun ("He", "It", "They", "His", "Its", "Their") is replaced
   by the passage's subject only when the previous sentence is about it (it starts with that
   subject, or with a pronoun already resolved to it) and the subject is certain (the title,
-  or the name that opens the passage's first sentence before its verb); otherwise dropped;
+  or the name that opens the passage's first sentence before its verb) and agrees in number
+  ("They" only for a plural subject); otherwise dropped. "The film …" becomes the subject when
+  the first sentence says the subject is a film. A pronoun inside the sentence ("Through his
+  mother, he …") needs its antecedent written before it in the same sentence; a subject of
+  "The" and common nouns only ("The default strategy is …", "The second form …") points to
+  something named before → dropped;
 - method statements of a study ("Cytokine levels were measured.", "We followed 522
   patients …", "The aim of this study was …") describe the source, not the world → dropped;
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
