@@ -13,8 +13,9 @@ one sentence fails. The rules, each with the case it handles:
 
 - cut at the passage edge: a sentence must start like one (an upper-case letter, possibly
   after a quote or bracket, or CJK — not a lower-case word, a digit or punctuation; an
-  identifier such as `sqlite3_open`, `sqlite-vec` or `iPhone` counts) and end like one (. ! ? 。 ！ ？, optionally followed by a closing quote or bracket,
-  not after a lone initial or an abbreviation such as "vs." or "c."), with its brackets and
+  identifier such as `sqlite3_open`, `sqlite-vec` or `iPhone` counts) and end like one
+  (. ! ? or the CJK full stops, optionally followed by a closing quote or bracket, not after
+  a lone initial or an abbreviation such as "vs." or "c."), with its brackets and
   quotes balanced. Without the neighbouring chunk nothing can be completed, so such a
   sentence is dropped, never capitalized or given a full stop (the old cleaner's
   "EXTRA synchronous is like FULL with the addition that." came from that);
