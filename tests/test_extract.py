@@ -395,6 +395,7 @@ def test_sentences_that_do_not_stand_alone_are_dropped(sentence):
     [
         ("See the sqlite3_wal_checkpoint_v2 documentation for details on the checkpoint modes.", "pointer"),
         ("For more information about WAL mode in SQLite, read the next section of the manual.", "pointer"),
+        ("(See the document titled Atomic Commit In SQLite for additional detail.)", "pointer"),
         ("Presumably, many developers who are aghast at SQLite's flexible typing feel this way.", "hedge"),
         ("Yes, flexible typing is a new way of thinking about data in SQLite databases.", "hedge"),
         ("I have never found rigid type enforcement to be helpful in languages like TCL.", "opinion"),

@@ -124,7 +124,7 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
         "a pointer to other text",
         re.compile(
             r"^(?:see|refer to|for (?:more|further|additional|details|information|an? (?:example|overview|list))|"
-            r"more (?:information|details))\b|\b(?:for (?:more |further )?(?:details|information)|"
+            r"more (?:information|details))\b|\b(?:for (?:more |further |additional )?(?:details?|information)|"
             r"(?:is|are) (?:described|discussed|explained|shown|listed) (?:in|below|above|later|elsewhere)|"
             r"(?:see|shown|described|discussed) (?:above|below)|the following|as follows)\b",
             re.IGNORECASE,
@@ -165,7 +165,7 @@ def claim_problem(sentence: str) -> str | None:
     if _CODE.search(s) or len(_SYMBOLS.findall(s)) > max(3, len(s) // 25):
         return "code or syntax"
     for reason, pattern in _NOT_A_CLAIM:
-        if pattern.search(s):
+        if pattern.search(s.lstrip(_OPENERS)):  # "(See the … for details.)" too
             return reason
     if not has_cjk(s) and (len(s.split()) < 5 or not looks_like_claim(s)):
         return "a heading or a phrase, not a claim"
