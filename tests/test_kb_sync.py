@@ -416,13 +416,13 @@ def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
     data = json.loads(result.stdout)
     assert set(data) == {
         "uri", "collection", "direction", "dry_run", "pushed", "deleted", "pulled", "reconfirmed",
-        "skipped", "reused_vectors", "embedded", "created", "remote_dimension", "remote_model",
+        "updated", "flagged", "skipped", "reused_vectors", "embedded", "created", "remote_dimension", "remote_model",
         "seconds", "warnings",
     }  # fmt: skip
     assert (data["pushed"], data["direction"], data["remote_dimension"]) == (4, "push", 384)
     result = run("--collection", "cli_sync", "--pull", at=tmp_path / "other")
     assert result.exit_code == 0, result.output
-    assert "pull 4 (reconfirmed 0)" in result.stdout
+    assert "pull 4 (reconfirmed 0, updated 0, conflicts 0)" in result.stdout
     assert "Traceback" not in result.stderr  # milvus-lite's gRPC server noise is silenced
     other = Workspace.open(tmp_path / "other")
     KnowledgeBase(other.db, fake_model, other.config.kb).add_facts(

@@ -37,6 +37,7 @@ from deepresearch.kb.milvus import (
     fact_row,
     quiet_pymilvus,
     resolve_uri,
+    source_urls,
     validate_collection,
 )
 from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
@@ -63,6 +64,8 @@ class SyncReport:
     deleted: int = 0
     pulled: int = 0
     reconfirmed: int = 0
+    updated: int = 0  # pulled facts that replaced (superseded) a fact here: a newer value, or a fusion
+    flagged: int = 0  # pulled facts that contradict a fact here: both kept, an open conflict
     skipped: int = 0
     reused_vectors: int = 0
     embedded: int = 0
@@ -79,7 +82,10 @@ class SyncReport:
         if self.direction in ("push", "both"):
             parts.append(f"{would}push {self.pushed}, {would}delete {self.deleted}")
         if self.direction in ("pull", "both"):
-            parts.append(f"{would}pull {self.pulled} (reconfirmed {self.reconfirmed})")
+            parts.append(
+                f"{would}pull {self.pulled} (reconfirmed {self.reconfirmed}, updated {self.updated},"
+                f" conflicts {self.flagged})"
+            )
         return (
             f"milvus {self.collection}: {'; '.join(parts)}; skipped {self.skipped};"
             f" dimension {self.remote_dimension}; {self.seconds:.2f}s"
@@ -253,7 +259,7 @@ def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     }
     wanted, skipped = [], 0
     for r in rows:
-        remote_sources = [s for s in (r.get("sources") or [r["source_url"]]) if s]
+        remote_sources = source_urls(r)
         state = local.get(r["id"])
         if state is None and r["id"] in deleted:
             skipped += 1  # purged here: a pull must not bring it back
@@ -323,6 +329,37 @@ class _RemoteVectors(Embedder):
         return np.stack([self.table[t] for t in texts]).astype(np.float32)
 
 
+def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _RemoteVectors,
+                  report: SyncReport) -> list[str]:  # fmt: skip
+    """Store pulled facts; returns the ids added. Facts new here go through the write path of
+    `kb add` (merged with or flagged against the facts here, ids and times kept); facts known
+    here by id are reconfirmed (later verification, new sources) as `kb import` does."""
+    known = {
+        r[0]
+        for r in kb.conn.execute(
+            f"select id from facts where id in ({','.join('?' * len(wanted))})", [f.id for f in wanted]
+        )
+    }
+    added: list[str] = []
+    for facts, store in (
+        ([f for f in wanted if f.id in known], kb.import_facts),
+        ([f for f in wanted if f.id not in known], kb.receive_facts),
+    ):
+        if not facts:
+            continue
+        result = store(facts, now, embedder=vectors)
+        merged = {m.new_id for m in result.merged}
+        report.pulled += len(result.added)
+        report.updated += len(merged)
+        report.reconfirmed += len(set(result.reconfirmed) - merged)
+        report.flagged += len(result.flagged)
+        report.skipped += len(result.rejected)
+        added += result.added
+        for fact, reason in result.rejected[:20]:
+            report.warnings.append(f"remote fact {fact.id} rejected: {reason}")
+    return added
+
+
 def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
     from deepresearch.errors import NotFound
@@ -350,13 +387,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
             report.pulled += len(wanted)
         elif wanted and vectors is not None:
             vectors.add(batch_rows)
-            result = kb.import_facts(wanted, now, embedder=vectors)
-            report.pulled += len(result.added)
-            report.reconfirmed += len(result.reconfirmed)
-            report.skipped += len(result.rejected)
-            added.update(result.added)
-            for fact, reason in result.rejected[:20]:
-                report.warnings.append(f"remote fact {fact.id} rejected: {reason}")
+            added.update(_store_pulled(kb, wanted, now, vectors, report))
         if progress:
             progress("pull", seen, 0)
     if vectors is not None:
