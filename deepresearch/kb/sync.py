@@ -210,8 +210,7 @@ def _delete_expired(remote: Remote, collection: str, now: float, dry_run: bool) 
     """Remote facts past expires_at that no local event removed (no sweep ran yet)."""
     expr = f"expires_at >= 0 and expires_at < {now!r}"
     if dry_run:
-        rows = remote.call("query", collection, filter=expr, output_fields=["count(*)"])
-        return int(rows[0]["count(*)"]) if rows else 0
+        return _count(remote, collection, expr)
     result = remote.call("delete", collection, filter=expr)
     count = result.get("delete_count") if isinstance(result, dict) else None
     return int(count) if count is not None else len(result or [])
@@ -225,10 +224,24 @@ PULL_FIELDS = [
 ]  # fmt: skip
 
 
+def _live(now: float) -> str:
+    """The filter of the remote facts a pull reads: active and not past `expires_at`."""
+    return f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
+
+
+def _count(remote: Remote, collection: str, expr: str) -> int:
+    """How many remote rows match `expr` (for progress: a pull's total)."""
+    found = remote.call("query", collection, filter=expr, output_fields=["count(*)"], consistency_level="Strong")
+    return int(found[0]["count(*)"]) if found else 0
+
+
 def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vectors: bool) -> Iterator[list[dict]]:
-    expr = f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
     fields = [*PULL_FIELDS, "vector"] if vectors else PULL_FIELDS
-    iterator = remote.call("query_iterator", collection, batch_size=batch, filter=expr, output_fields=fields)
+    # Strong: a collection made before deepresearch asked for it at creation may be "Bounded"
+    iterator = remote.call(
+        "query_iterator", collection, batch_size=batch, filter=_live(now), output_fields=fields,
+        consistency_level="Strong",
+    )  # fmt: skip
     try:
         while True:
             rows = remote.next_batch(iterator)
@@ -373,7 +386,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     before = rows.last_seq(conn)
     pushed_upto = _read_watermark(conn, key)
     added: set[str] = set()
-    seen = 0
+    seen, total = 0, _count(remote, collection, _live(now)) if progress else 0
     vectors = None
     if not report.dry_run:
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
@@ -389,7 +402,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
             vectors.add(batch_rows)
             added.update(_store_pulled(kb, wanted, now, vectors, report))
         if progress:
-            progress("pull", seen, 0)
+            progress("pull", seen, max(total, seen))
     if vectors is not None:
         report.reused_vectors, report.embedded = vectors.served, vectors.embedded
     if report.dry_run or pushed_upto != before:
