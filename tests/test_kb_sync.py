@@ -462,7 +462,7 @@ def test_cli_progress_is_one_line_on_a_terminal_and_silent_elsewhere(capsys):
         progress("push", done, 2000)
     progress("pull", 400, 800)
     progress("pull", 800, 800)
-    progress.close()
+    progress.finish()
     out = capsys.readouterr()
     assert out.out == ""
     assert out.err == (
@@ -471,7 +471,7 @@ def test_cli_progress_is_one_line_on_a_terminal_and_silent_elsewhere(capsys):
     )
     quiet = Progress(tty=False)
     quiet("push", 1, 2)
-    quiet.close()
+    quiet.finish()
     assert capsys.readouterr().err == ""
 
 

@@ -26,7 +26,7 @@ class Progress:
             return
         now = self.clock()
         if stage != self.stage:
-            self.close()
+            self.finish()
             self.stage, self.started, self.shown, self.first = stage, now, 0.0, done
         elif now - self.shown < 0.25 and done < total:
             return
@@ -35,8 +35,8 @@ class Progress:
         rate = f", {(done - self.first) / (now - self.started):,.0f}/s" if now > self.started else ""
         typer.echo(f"\r{stage}: {done:,}/{total:,} facts{share}{rate}", err=True, nl=False)
 
-    def close(self) -> None:
-        """End the current line."""
+    def finish(self) -> None:
+        """End the current line (a no-op when none is open)."""
         if self.stage:
             typer.echo("", err=True)
             self.stage = ""
@@ -71,10 +71,9 @@ def milvus(
 
     kb = open_kb(ctx)
     progress = Progress(is_tty())
-    try:
-        report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
-    finally:
-        progress.close()
+    ctx.call_on_close(progress.finish)  # an error ends the progress line too
+    report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
+    progress.finish()
     for message in report.warnings[:20]:
         warn(message)
     if as_json:

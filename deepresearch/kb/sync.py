@@ -4,10 +4,13 @@ Push is incremental. Every KB change appends a `fact_history` row, so the last p
 history `seq` per (uri, collection) is kept in `meta`; a push sends only facts with newer
 history rows: active ones are upserted (primary key = the fact's ULID), superseded, expired
 or purged ones are deleted, and facts that passed their `expires_at` without a sweep are
-deleted remotely by filter. Pull reads the remote facts that are new here or verified more
-recently and stores them through the KB's own write path (`KnowledgeBase.import_facts` with the
-remote ids kept, the path `kb import` uses), so exact-duplicate dedup and reconfirm rules
-apply and pulled facts keep their ids, times and source URLs. A pull stores the remote
+deleted remotely by filter. A push that fails writes no watermark, so the next one resends the
+same changes; upserts by id make that idempotent. Pull reads the remote facts that are new here
+or verified more recently. Those new here go through the write path of `kb add`
+(`KnowledgeBase.receive_facts`: merge planning on, ids, times and sources kept), so a newer
+value of a fact here supersedes it under the pulled id and a disagreeing one is flagged as a
+conflict, as if added here; those known here by id are reconfirmed (`import_facts`, the path
+`kb import` uses). A pull stores the remote
 vectors when the collection was built with the local embedding model (its id is a collection
 property and a field of every row), else it re-embeds the pulled facts with the local model.
 
