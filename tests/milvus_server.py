@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -68,7 +69,8 @@ class MilvusServer:
 
     def start(self, timeout: float = 240.0) -> None:
         """Start through `milvus-server` and wait until it answers (ServerFailed with the log tail)."""
-        launcher = shutil.which("milvus-server")
+        beside = Path(sys.executable).parent / "milvus-server"  # a virtual environment's, even if not on PATH
+        launcher = str(beside) if beside.is_file() else shutil.which("milvus-server")
         if launcher is None:
             raise ServerFailed("milvus-server not found — python3 -m pip install milvus==2.3.5 (the dev extra)")
         cmd = [launcher, "--data", str(self.data)]

@@ -495,6 +495,7 @@ def test_rows_of_the_old_shape_are_read_and_the_collection_kept(uri, open_kb, cl
     assert len(_remote_ids(client, "old_shape")) == 3
 
 
+@pytest.mark.slow  # the real embedding model
 def test_a_pulled_older_value_yields_to_the_newer_one_here(uri, open_kb, real_embedder):
     """B knows the newer value; pulling A's older one keeps B's, stores A's as superseded (a later
     pull skips it, B's push deletes it remotely) — and A, pulling B's, ends in the same state."""

@@ -111,6 +111,7 @@ NEW_VALUE = Fact("The staging cluster has 16 nodes.", "https://wiki.example/stag
                  confidence=0.8)  # fmt: skip
 
 
+@pytest.mark.slow  # the real embedding model
 def test_team_update_travels_as_if_added_locally(server, open_kb, real_embedder):
     """A pushes, B pulls and recalls; A records a new value and pushes; B pulls: new value active,
     old superseded, ids as in A — the state a third workspace reaches adding both facts itself."""
@@ -152,6 +153,7 @@ def test_team_update_travels_as_if_added_locally(server, open_kb, real_embedder)
     }  # a JSON object: Milvus 2.3 refuses a list in a JSON field
 
 
+@pytest.mark.slow  # the real embedding model
 def test_disagreeing_sources_travel_as_an_open_conflict(server, open_kb, real_embedder):
     """A less confident newer source does not replace the value: both stay active, flagged — in B too."""
     a, b, c = (open_kb(name, real_embedder) for name in "abc")
