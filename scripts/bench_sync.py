@@ -48,6 +48,19 @@ def timed(label: str, fn, count: int | None = None):  # type: ignore[no-untyped-
     return result, seconds
 
 
+def tenths():  # type: ignore[no-untyped-def]
+    """A progress callback printing to stderr at every tenth of the total (long pulls)."""
+    started, shown = time.perf_counter(), [0]
+
+    def show(stage: str, done: int, total: int) -> None:
+        if total and done * 10 // total > shown[0]:
+            shown[0] = done * 10 // total
+            seconds = time.perf_counter() - started
+            print(f"    {stage} {done}/{total} after {seconds:.0f} s", file=sys.stderr, flush=True)
+
+    return show
+
+
 def build(work: Path, texts: list[str], embedder: LookupEmbedder) -> tuple[Workspace, KnowledgeBase]:
     """Workspace A with every fact, stored through the write path without merging."""
     ws = Workspace.open(work)
@@ -68,23 +81,23 @@ def build(work: Path, texts: list[str], embedder: LookupEmbedder) -> tuple[Works
 
 def measure(uri: str, label: str, kb: KnowledgeBase, texts: list[str], embedder, work: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Push and pull figures for one store; facts/s of the full push and the full pull."""
-    n = len(texts)
+    n, name = len(texts), f"bench_{len(texts)}"  # a collection per size: one server serves them all
     print(f" {label}: {uri}", flush=True)
-    report, push_s = timed("push: full", lambda: sync_milvus(kb, uri, now=NOW), n)
+    report, push_s = timed("push: full", lambda: sync_milvus(kb, uri, name, now=NOW), n)
     assert report.pushed == n, report.summary()
-    report, _ = timed("push: nothing changed", lambda: sync_milvus(kb, uri, now=NOW))
+    report, _ = timed("push: nothing changed", lambda: sync_milvus(kb, uri, name, now=NOW))
     assert report.pushed == 0, report.summary()
     changed = max(1, n // 100)
     kb.add_facts([Fact(t, "https://mirror.example/again") for t in texts[:changed]], now=NOW + 60)
-    report, _ = timed(f"push: incremental ({changed} reconfirmed)", lambda: sync_milvus(kb, uri, now=NOW + 60))
+    report, _ = timed(f"push: incremental ({changed} reconfirmed)", lambda: sync_milvus(kb, uri, name, now=NOW + 60))
     assert report.pushed == changed, report.summary()
     ws = Workspace.open(work)
     target = KnowledgeBase(ws.db, embedder, ws.config.kb)
-    pull = lambda: sync_milvus(target, uri, "pull", now=NOW + 120)  # noqa: E731
+    pull = lambda: sync_milvus(target, uri, name, direction="pull", now=NOW + 120, progress=tenths())  # noqa: E731
     report, pull_s = timed("pull: all into an empty workspace", pull, n)
     print(f"    {report.summary()}")
     assert report.pulled + report.updated + report.reconfirmed == n and not target.check(), report.summary()
-    report, _ = timed("pull: nothing new", lambda: sync_milvus(target, uri, "pull", now=NOW + 180))
+    report, _ = timed("pull: nothing new", lambda: sync_milvus(target, uri, name, direction="pull", now=NOW + 180))
     assert report.pulled == 0, report.summary()
     ws.close()
     return {"push": n / push_s, "pull": n / pull_s}
@@ -94,7 +107,7 @@ def main() -> None:
     """Run the benchmark for each size and print one line per figure, then a summary table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scifact", type=Path, help="BEIR SciFact folder (../shared/eval/beir/scifact)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000])
+    parser.add_argument("--sizes", "--facts", type=int, nargs="+", default=[10000], help="fact counts to measure")
     parser.add_argument("--max-real", type=int, default=10000, help="real sentence vectors to embed at most")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "deepresearch-bench-kb")
     args = parser.parse_args()
