@@ -3,8 +3,8 @@
     nice -n 10 python3 scripts/bench_sync.py ../shared/eval/beir/scifact --sizes 10000 100000
 
 Facts are SciFact sentences with their all-MiniLM-L6-v2 vectors (cached by scripts/bench_kb.py's
-helpers; the first --max-real sentences are embedded once), topped up to each size with perturbed
-copies (cosine ≈ 0.9 to a real vector, the text of another sentence) as scripts/bench_kb.py does.
+helpers; the first --max-real sentences are embedded once), topped up to each size with copies
+far from any real vector (see `distinct_dataset`), so merge candidates are those of real sentences.
 For each size and each store: a full push from a workspace holding every fact, a no-op push, an
 incremental push after 1 % of the facts were reconfirmed, a pull into an empty workspace (through
 the write path of `kb add`: merge planning included), and a no-op pull. The server is PyPI
@@ -46,6 +46,24 @@ def timed(label: str, fn, count: int | None = None):  # type: ignore[no-untyped-
     rate = f"  {count / seconds:8.0f} facts/s" if count else ""
     print(f"  {label:<46} {seconds:8.2f} s{rate}", flush=True)
     return result, seconds
+
+
+def distinct_dataset(size: int, texts: list[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """`size` facts: the real sentences first, then copies far from their base (cosine ≈ 0.5, below
+    kb.related_similarity), each with the text of another sentence, tagged. bench_kb's copies sit at
+    cosine ≈ 0.9 to their base, so every copy would have ~9 merge candidates with unrelated text:
+    a worst case for the write path's merge rule, not the geometry of real distinct facts."""
+    rng = np.random.default_rng(42)
+    fact_texts, matrix = dataset(len(texts), texts, vectors, rng)  # the real ones, deduplicated
+    n_real, out_texts, out = len(fact_texts), list(fact_texts[:size]), [matrix[:size]]
+    copy = 0
+    while len(out_texts) < size:
+        copy += 1
+        take = min(size - len(out_texts), n_real)
+        noisy = matrix[:take] + rng.normal(0, np.sqrt(3 / matrix.shape[1]), (take, matrix.shape[1]))
+        out.append((noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32))
+        out_texts += [f"{fact_texts[(i + copy * 7919) % n_real]} [copy {copy}]" for i in range(take)]
+    return out_texts, np.concatenate(out)
 
 
 def tenths():  # type: ignore[no-untyped-def]
@@ -122,7 +140,7 @@ def main() -> None:
     rows = []
     try:
         for size in args.sizes:
-            fact_texts, matrix = dataset(size, texts, vectors, np.random.default_rng(42))
+            fact_texts, matrix = distinct_dataset(size, texts, vectors)
             embedder = LookupEmbedder(dict(zip(fact_texts, matrix, strict=True)))
             print(f"{size} facts, 384-d MiniLM vectors ({min(size, len(texts))} real)", flush=True)
             _, kb = build(work / f"a{size}", fact_texts, embedder)

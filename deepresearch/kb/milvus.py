@@ -91,23 +91,22 @@ def token_from_env(name: str) -> str:
     return os.environ.get(name, "").strip() if name else ""
 
 
-def is_auth_error(exc: BaseException | None) -> bool:
-    """True when the server refused the credentials (or needs some): retrying cannot help.
-
-    pymilvus reports a refused connect as "Fail connecting … or server unavailable" (code 2); the
-    gRPC error it wraps (`__cause__`) says UNAUTHENTICATED, so the chain is read too."""
+def auth_refusal(exc: BaseException | None) -> BaseException | None:
+    """The error saying the server refused the credentials (or needs some), None if none does:
+    retrying cannot help then. pymilvus reports a refused connect as "Fail connecting … or server
+    unavailable" (code 2); the gRPC error it wraps (`__cause__`) says UNAUTHENTICATED."""
     for _ in range(4):  # the error and the ones it wraps
         if exc is None:
-            return False
+            return None
         code = getattr(exc, "code", None)
         if callable(code):  # grpc.RpcError
             with contextlib.suppress(Exception):
                 code = code().name
-        message = str(getattr(exc, "message", None) or exc).lower()
+        message = _short(exc).lower()
         if code in AUTH_CODES or code == "UNAUTHENTICATED" or any(word in message for word in AUTH_WORDS):
-            return True
+            return exc
         exc = exc.__cause__
-    return False
+    return None
 
 
 def is_retriable(exc: BaseException) -> bool:
@@ -168,9 +167,10 @@ class Remote:
             except DeepResearchError:
                 raise
             except Exception as exc:
-                if is_auth_error(exc):
+                refusal = auth_refusal(exc)
+                if refusal is not None:
                     raise SearchError(
-                        f"Milvus at {self.uri} refused the credentials ({op}): {self._short(exc)} — put"
+                        f"Milvus at {self.uri} refused the credentials ({op}): {self._short(refusal)} — put"
                         " user:password (or an API key) in the environment variable named by"
                         " kb.milvus.token_env (default MILVUS_TOKEN)"
                     ) from None
@@ -203,7 +203,10 @@ class Remote:
 
 
 def _short(exc: BaseException) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    details = getattr(exc, "details", None)  # a gRPC error's own words (its str() is a long repr)
+    with contextlib.suppress(Exception):
+        details = details() if callable(details) else None
+    message = details or getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return " ".join(str(message).split())[:300]
 
 

@@ -238,11 +238,11 @@ def _count(remote: Remote, collection: str, expr: str) -> int:
     return int(found[0]["count(*)"]) if found else 0
 
 
-def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vectors: bool) -> Iterator[list[dict]]:
-    fields = [*PULL_FIELDS, "vector"] if vectors else PULL_FIELDS
+def _remote_batches(remote: Remote, collection: str, now: float, batch: int) -> Iterator[list[dict]]:
+    """The live remote rows without their vectors (a pull that finds nothing new reads no vectors)."""
     # Strong: a collection made before deepresearch asked for it at creation may be "Bounded"
     iterator = remote.call(
-        "query_iterator", collection, batch_size=batch, filter=_live(now), output_fields=fields,
+        "query_iterator", collection, batch_size=batch, filter=_live(now), output_fields=PULL_FIELDS,
         consistency_level="Strong",
     )  # fmt: skip
     try:
@@ -395,14 +395,16 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
         # rows say which model made their vector; fetch vectors unless the collection says "another"
         vectors = _RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
-    for batch_rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
+    for batch_rows in _remote_batches(remote, collection, now, batch):
         seen += len(batch_rows)
         wanted, skipped = _wanted(conn, batch_rows)
         report.skipped += skipped
         if report.dry_run:
             report.pulled += len(wanted)
         elif wanted and vectors is not None:
-            vectors.add(batch_rows)
+            if vectors.reuse:  # the vectors of the rows to store only
+                fields = ["id", "fact", "embedding_model", "vector"]
+                vectors.add(remote.call("get", collection, ids=[f.id for f in wanted], output_fields=fields))
             added.update(_store_pulled(kb, wanted, now, vectors, report))
         if progress:
             progress("pull", seen, max(total, seen))
