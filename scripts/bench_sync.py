@@ -36,6 +36,7 @@ from deepresearch.workspace import Workspace  # noqa: E402
 from tests.milvus_server import MilvusServer  # noqa: E402
 
 NOW = 1_800_000_000.0
+STORES = {"lite": "milvus-lite 3.2.2", "server": "Milvus 2.3.5 server"}
 
 
 def timed(label: str, fn, count: int | None = None):  # type: ignore[no-untyped-def]
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--sizes", "--facts", type=int, nargs="+", default=[10000], help="fact counts to measure")
     parser.add_argument("--max-real", type=int, default=10000, help="real sentence vectors to embed at most")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "deepresearch-bench-kb")
+    parser.add_argument("--stores", nargs="+", choices=sorted(STORES), default=["lite", "server"])
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     os.environ.pop("MILVUS_TOKEN", None)  # the bench server runs without authorization
@@ -136,7 +138,7 @@ def main() -> None:
     vectors = embed_cached(texts, args.cache, "corpus")[: len(texts)]
     work = Path(tempfile.mkdtemp(prefix="bench-sync-"))
     server = MilvusServer(work / "server")
-    _, start_s = timed("Milvus 2.3.5 server start (until it answers)", server.start)
+    start_s = timed("Milvus 2.3.5 server start (until it answers)", server.start)[1] if "server" in args.stores else 0
     rows = []
     try:
         for size in args.sizes:
@@ -144,16 +146,15 @@ def main() -> None:
             embedder = LookupEmbedder(dict(zip(fact_texts, matrix, strict=True)))
             print(f"{size} facts, 384-d MiniLM vectors ({min(size, len(texts))} real)", flush=True)
             _, kb = build(work / f"a{size}", fact_texts, embedder)
-            lite_uri = str(work / f"lite{size}.db")
-            lite = measure(lite_uri, "milvus-lite 3.2.2", kb, fact_texts, embedder, work / f"b{size}")
-            real = measure(server.uri, "Milvus 2.3.5 server", kb, fact_texts, embedder, work / f"c{size}")
-            rows.append((size, lite, real))
+            for store in args.stores:
+                uri = server.uri if store == "server" else str(work / f"lite{size}.db")
+                figures = measure(uri, STORES[store], kb, fact_texts, embedder, work / f"{store}{size}")
+                rows.append((size, STORES[store], figures))
     finally:
         server.stop()
     print(f"\nserver start: {start_s:.1f} s\n| facts | store | push facts/s | pull facts/s |\n|---|---|---|---|")
-    for size, lite, real in rows:
-        for name, figures in (("milvus-lite 3.2.2", lite), ("Milvus 2.3.5 server", real)):
-            print(f"| {size:,} | {name} | {figures['push']:,.0f} | {figures['pull']:,.0f} |")
+    for size, name, figures in rows:
+        print(f"| {size:,} | {name} | {figures['push']:,.0f} | {figures['pull']:,.0f} |")
 
 
 if __name__ == "__main__":
