@@ -124,6 +124,11 @@ class MilvusConfig(_Section):
     )
     max_retries: int = Field(4, ge=0, description="Retries on unavailable, timed-out or rate-limited calls.")
     backoff_seconds: float = Field(0.5, ge=0, description="First retry delay; doubles per retry (max 30 s).")
+    token_env: str = Field(
+        "MILVUS_TOKEN",
+        description="Environment variable holding the server's credentials (user:password or an API"
+        " key) when it has authorization on; unset: none sent. Never printed.",
+    )
 
 
 class KBConfig(_Section):
