@@ -372,7 +372,7 @@ def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _R
             continue
         result = store(facts, now, embedder=vectors)
         merged = {m.new_id for m in result.merged}
-        report.pulled += len(result.added)
+        report.pulled += len(set(result.added) - merged)  # a changed value is listed as added: it counts as updated
         report.updated += len(merged)
         report.reconfirmed += len(set(result.reconfirmed) - merged)
         report.flagged += len(result.flagged)
