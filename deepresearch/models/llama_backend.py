@@ -196,6 +196,25 @@ def _fallback_handler(llama: Any) -> tuple[Any, str]:
     return formatter.to_chat_handler(), name
 
 
+def _perf(llama: Any) -> tuple[float, float, int, int]:
+    """llama.cpp's running counters: prompt-eval ms, generation ms, prompt tokens evaluated, tokens generated."""
+    import llama_cpp
+
+    data = llama_cpp.llama_perf_context(llama._ctx.ctx)
+    return data.t_p_eval_ms, data.t_eval_ms, data.n_p_eval, data.n_eval
+
+
+def _timings(before: tuple[float, float, int, int], after: tuple[float, float, int, int]) -> dict[str, Any]:
+    """One call's share of the counters. `prompt_evaluated` < prompt tokens means llama.cpp reused the
+    previous call's KV cache for the common prefix (it evaluates only the tokens after it)."""
+    return {
+        "prompt_evaluated": after[2] - before[2],
+        "prompt_eval_seconds": round((after[0] - before[0]) / 1000, 4),
+        "generated_evaluated": after[3] - before[3],
+        "generation_seconds": round((after[1] - before[1]) / 1000, 4),
+    }
+
+
 def close_models() -> None:
     """Free the loaded llama.cpp model (also run at exit, while llama_cpp can still free it)."""
     with _MODEL_LOCK:
@@ -299,6 +318,7 @@ class LlamaCppModel(ChatModel):
         with _GENERATE_LOCK:
             llama = self._load()
             start = time.perf_counter()
+            before = _perf(llama)
             try:
                 out = llama.create_chat_completion(**kwargs)
             except ValueError as exc:
@@ -310,11 +330,12 @@ class LlamaCppModel(ChatModel):
             except Exception as exc:
                 raise ModelError(f"model {self.name} failed: {exc}") from exc
             seconds = time.perf_counter() - start
+            timings = _timings(before, _perf(llama))
             sampler = getattr(llama, "last_sampler", None)
             llama.last_sampler = None
         text = out["choices"][0]["message"]["content"] or ""
         usage = out.get("usage", {})
-        extra: dict[str, Any] = {"finish_reason": out["choices"][0].get("finish_reason")}
+        extra: dict[str, Any] = {"finish_reason": out["choices"][0].get("finish_reason"), **timings}
         if schema is not None and sampler is not None:
             extra["grammar_tokens"] = {
                 "fast": sampler.fast,
