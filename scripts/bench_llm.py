@@ -175,6 +175,7 @@ def study(name: str, hotpotqa: Path | None, settings: list[str], tokens: int, re
             threads, batch = (int(x) for x in setting.split("/"))
             llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, batch)
             runs[setting].append(study_round(model, llama, hotpotqa, tokens))
+            print(f"{setting}: {json.dumps({k: round(v, 3) for k, v in runs[setting][-1].items()})}", file=sys.stderr)
     keys = list(runs[settings[0]][0])
     print(f"model {name} (vocab {llama.n_vocab()}), {repeats} interleaved rounds, medians; {llama_build()}")
     print("| n_threads/n_threads_batch | " + " | ".join(keys) + " |")

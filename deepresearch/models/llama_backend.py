@@ -227,6 +227,14 @@ def close_models() -> None:
 atexit.register(close_models)
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 2
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None) -> Any:
     """The process's one loaded llama.cpp model for these settings (loads or swaps it)."""
     key = f"{path}|{n_ctx}|{n_threads}|{chat_format}"
@@ -241,7 +249,7 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
             _LOADED_LLAMA.pop(old).close()
         # Half the cores by default, like llama.cpp: its threads spin-wait on each other, so
         # one more thread than there are idle cores can make generation ~10× slower.
-        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        threads = n_threads or max(1, _usable_cores() // 2)
         from llama_cpp._utils import suppress_stdout_stderr
 
         try:
