@@ -248,7 +248,8 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
         for old in list(_LOADED_LLAMA):  # free the previous model before loading another
             _LOADED_LLAMA.pop(old).close()
         # Half the cores by default, like llama.cpp: its threads spin-wait on each other, so
-        # one more thread than there are idle cores can make generation ~10× slower.
+        # one more thread than there are idle cores can make generation ~10× slower (Qwen 1.5B on
+        # 2 busy cores: 1.3 s/token with 1 thread, 13 s with 2; docs/BENCHMARKS.md session 11).
         threads = n_threads or max(1, _usable_cores() // 2)
         from llama_cpp._utils import suppress_stdout_stderr
 
