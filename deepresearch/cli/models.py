@@ -37,8 +37,8 @@ def list_models(
     for row in rows:
         name = row["name"] + (" (default)" if row.get("default") else "")
         context = f"ctx {row['n_ctx']}" if row.get("n_ctx") else ""
-        typer.echo(f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
-        typer.echo(f"{'':<34} {row['path'] or '-'}")
+        typer.echo(f"{name:<38} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
+        typer.echo(f"{'':<38} {row['path'] or '-'}")
 
 
 @app.command("info")
