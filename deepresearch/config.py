@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import re
@@ -20,8 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deepresearch.errors import ConfigError
 from deepresearch.facts import CATEGORIES, DEFAULT_LIFECYCLE_MODE, LIFECYCLE_MODES
-
-log = logging.getLogger(__name__)
 
 
 class _Section(BaseModel):
@@ -127,11 +124,16 @@ class MilvusConfig(_Section):
     )
     max_retries: int = Field(4, ge=0, description="Retries on unavailable, timed-out or rate-limited calls.")
     backoff_seconds: float = Field(0.5, ge=0, description="First retry delay; doubles per retry (max 30 s).")
+    token_env: str = Field(
+        "MILVUS_TOKEN",
+        description="Environment variable holding the server's credentials (user:password or an API"
+        " key) when it has authorization on; unset: none sent. Never printed.",
+    )
 
 
 class KBConfig(_Section):
     lifecycle_mode: str = Field(
-        DEFAULT_LIFECYCLE_MODE, description="off | inform | freshness | lifecycle (invalid → freshness)."
+        DEFAULT_LIFECYCLE_MODE, description="off | inform | freshness | lifecycle (anything else is an error)."
     )
     freshness: Literal["high", "medium", "low"] = Field("medium", description="Freshness level used by freshness mode.")
     freshness_days: dict[str, float] = Field(
@@ -176,11 +178,10 @@ class KBConfig(_Section):
 
     @field_validator("lifecycle_mode", mode="before")
     @classmethod
-    def _mode_or_freshness(cls, value: Any) -> str:
+    def _known_mode(cls, value: Any) -> str:
         mode = str(value or "").strip().lower()
-        if mode not in LIFECYCLE_MODES:
-            log.warning("unknown lifecycle mode %r; using %r", value, DEFAULT_LIFECYCLE_MODE)
-            return DEFAULT_LIFECYCLE_MODE
+        if mode not in LIFECYCLE_MODES:  # an error like any other invalid value (KB_LIFECYCLE_MODE too)
+            raise ValueError(f"unknown lifecycle mode {value!r} — use one of {', '.join(LIFECYCLE_MODES)}")
         return mode
 
     @field_validator("freshness_days")

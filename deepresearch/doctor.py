@@ -181,9 +181,12 @@ def _duckdb(ws: Workspace) -> tuple[str, str]:
 
 
 def _workspace(ws: Workspace) -> tuple[str, str]:
-    probe = ws.home / ".doctor-write-test"
-    probe.write_text("ok")
-    probe.unlink()
+    import tempfile
+
+    # a new file of a fresh name (O_EXCL): a link planted under a fixed name is never written through
+    handle, probe = tempfile.mkstemp(prefix=".doctor-write-test.", dir=ws.home)
+    os.close(handle)
+    os.unlink(probe)
     mode = stat.S_IMODE(os.stat(ws.cache_dir).st_mode)
     if mode != 0o700:
         raise RuntimeError(f"cache folder {ws.cache_dir} has mode {mode:o}, expected 700")
@@ -209,6 +212,8 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
 
 def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
     """Run every check (except `skip`); a failing check never stops the others."""
+    from deepresearch.text import redact_secrets
+
     results = []
     for name, fn, fix in CHECKS:
         if skip and name in skip:
@@ -216,10 +221,13 @@ def run_checks(ws: Workspace, skip: set[str] | None = None) -> list[Check]:
         start = time.perf_counter()
         try:
             detail, warning = fn(ws)
-            results.append(Check(name, True, detail, seconds=time.perf_counter() - start, warning=warning))
+            check = Check(name, True, detail, seconds=time.perf_counter() - start, warning=warning)
         except Exception as exc:  # a broken component is a report line, not a crash
             # A DeepResearchError's message already names its own fix (e.g. a corrupt DB file).
             own_fix = isinstance(exc, DeepResearchError)
             detail = str(exc) or type(exc).__name__
-            results.append(Check(name, False, detail, "" if own_fix else fix, time.perf_counter() - start))
+            check = Check(name, False, detail, "" if own_fix else fix, time.perf_counter() - start)
+        # details quote configuration and server errors: never a password or key from a URL
+        check.detail, check.fix, check.warning = map(redact_secrets, (check.detail, check.fix, check.warning))
+        results.append(check)
     return results

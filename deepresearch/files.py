@@ -45,29 +45,78 @@ def private_dir(path: Path, what: str) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def atomic_output(path: Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """A temporary path next to `path` that replaces it only when the block succeeds.
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
 
-    Refuses (InputError) a folder, a missing parent folder, or an existing file unless
-    `overwrite`; on any failure (full disk, …) the temporary file is removed and an existing
-    file is left as it was.
-    """
+
+def check_output(path: Path, *, overwrite: bool = False) -> None:
+    """Refuse (InputError) an output path the tool must not write: anything but a new name or a
+    regular file (a symbolic link, FIFO, socket, device or folder), a missing parent folder, or an
+    existing file unless `overwrite`."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        info = None
+    kind = None if info is None else _kind(info.st_mode)
+    if kind == "a folder":
         raise InputError(f"{path} is a folder — give a file path, e.g. {path / 'facts.jsonl'}")
+    if kind == "a symbolic link":
+        raise InputError(
+            f"{path} is a symbolic link (→ {os.readlink(path)}) — give the real file's path, or remove the link"
+        )
+    if kind is not None:
+        raise InputError(
+            f"{path} is {kind}, not a regular file — only regular files are written (print to stdout"
+            " and redirect, or choose another name)"
+        )
     if not path.parent.is_dir():
         raise InputError(f"folder {path.parent} does not exist — create it first (mkdir -p {path.parent})")
-    if path.exists() and not overwrite:
+    if info is not None and not overwrite:
         raise InputError(f"{path} already exists — pass --force to overwrite it, or choose another name")
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path, *, overwrite: bool = False, private: bool = False) -> Iterator[Path]:
+    """A temporary path next to `path` that replaces it only when the block succeeds.
+
+    Only a new name or an existing regular file is ever replaced: a symbolic link, FIFO, socket,
+    device or folder at `path` is refused (InputError, see `check_output`) — never replaced,
+    never written through — as are a missing parent folder and an existing file unless
+    `overwrite`. `private` makes the file 0600 (the workspace's `workspace.private`); else it
+    follows the umask. On any failure (full disk, …) the temporary file is removed and an
+    existing file is left as it was.
+    """
+    path = Path(path)
+    check_output(path, overwrite=overwrite)
     # A private scratch folder next to the target: writers such as DuckDB's COPY create the file
     # themselves, and the final rename stays on one file system.
     scratch = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         tmp = scratch / path.name
         yield tmp
+        if private:
+            tmp.chmod(0o600)
+        check_output(path, overwrite=overwrite)  # again: something may have appeared there meanwhile
         os.replace(tmp, path)
     finally:
         for leftover in scratch.iterdir():
             leftover.unlink()
         scratch.rmdir()
+
+
+def write_output(path: Path, text: str, *, overwrite: bool = False, private: bool = False) -> None:
+    """Write `text` (UTF-8) to the user-named `path` all at once, by the rules of `atomic_output`."""
+    with atomic_output(path, overwrite=overwrite, private=private) as tmp:
+        tmp.write_text(text, encoding="utf-8")

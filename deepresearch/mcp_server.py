@@ -26,7 +26,17 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    Resource,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 
 from deepresearch import __version__
@@ -134,6 +144,18 @@ class DeepResearchServer(MCPServer):
                 raise cause from None  # our own message, without the SDK's "Error executing tool" prefix
             raise
 
+    async def run_stdio_async(self) -> None:
+        """Serve on stdio, where a line that is not a JSON-RPC message gets a JSON-RPC error reply
+        (id null), not silence that leaves the client waiting for its timeout."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            relay, inbox = anyio.create_memory_object_stream[Any](0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_answer_unreadable, read_stream, relay, write_stream)
+                lowlevel = self._lowlevel_server
+                await lowlevel.run(inbox, write_stream, lowlevel.create_initialization_options())
+
     async def list_resources(self) -> list[Resource]:
         """The static resources plus one report resource per finished run (newest first)."""
         return [*await super().list_resources(), *await anyio.to_thread.run_sync(self._report_resources)]
@@ -156,6 +178,23 @@ class DeepResearchServer(MCPServer):
         ]
 
 
+async def _answer_unreadable(source: Any, relay: Any, replies: Any) -> None:
+    """Pass the stdio transport's messages on; answer each line it could not read as JSON-RPC with
+    a parse error (-32700: not JSON) or an invalid request (-32600: JSON, but not a message)."""
+    async with relay:
+        async for item in source:
+            if not isinstance(item, Exception):
+                await relay.send(item)
+                continue
+            errors = item.errors() if isinstance(item, ValidationError) else []
+            if errors and errors[0].get("type") == "json_invalid":
+                error = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON")
+            else:
+                error = ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message")
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await replies.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+
+
 def build_server(
     workspace: Workspace, *, allow_write: bool = False, research_deps: DepsFactory | None = None
 ) -> DeepResearchServer:
@@ -167,7 +206,9 @@ def build_server(
     @server.tool(annotations=READ_ONLY)
     def kb_query(
         text: Annotated[str, Field(min_length=1, description="What to recall (meaning, not exact words).")],
-        top_k: Annotated[Optional[int], Field(ge=1, description="Facts to return (default: kb.top_k).")] = None,
+        top_k: Annotated[
+            Optional[int], Field(ge=1, strict=True, description="Facts to return (default: kb.top_k).")
+        ] = None,
         lifecycle: Annotated[
             Optional[LifecycleMode], Field(description="How stale facts are filtered (default: kb.lifecycle_mode).")
         ] = None,
@@ -192,7 +233,7 @@ def build_server(
         mode: Annotated[
             Optional[CorpusMode], Field(description="hybrid (BM25 + vector) | bm25 | vector (default: config).")
         ] = None,
-        n: Annotated[int, Field(ge=1, le=100, description="Number of results.")] = 5,
+        n: Annotated[int, Field(ge=1, le=100, strict=True, description="Number of results.")] = 5,
     ) -> dict[str, Any]:
         """Search the local document corpus: best chunk of each matching document (as
         `deepresearch corpus search --json`: {query, backend, mode, results})."""
@@ -208,7 +249,7 @@ def build_server(
         text: Annotated[str, Field(min_length=1, description="The fact: one self-contained, checkable sentence.")],
         source: Annotated[str, Field(min_length=1, description="Full URL of the source (https://…, file://…).")],
         category: Annotated[Optional[Category], Field(description="Category (default: strategy).")] = None,
-        confidence: Annotated[float, Field(ge=0.0, le=1.0, description="Confidence 0–1.")] = 0.7,
+        confidence: Annotated[float, Field(ge=0.0, le=1.0, strict=True, description="Confidence 0–1.")] = 0.7,
         topic: Annotated[str, Field(description="Research topic the fact belongs to.")] = "",
     ) -> dict[str, Any]:
         """Store one fact (needs --allow-write); an exact duplicate reconfirms the stored fact, a near
@@ -229,7 +270,9 @@ def build_server(
     async def research(
         question: Annotated[str, Field(min_length=1, description="The research question.")],
         ctx: Context,
-        loops: Annotated[Optional[int], Field(ge=1, description="Reflection loops at most (default: config).")] = None,
+        loops: Annotated[
+            Optional[int], Field(ge=1, strict=True, description="Reflection loops at most (default: config).")
+        ] = None,
     ) -> dict[str, Any]:
         """Research a question: recall, plan, search, summarize, extract, reflect, and write a cited
         report (as `deepresearch research --json`: report, sources, facts, …). Progress arrives as

@@ -281,6 +281,14 @@ MIGRATIONS: list[Migration] = [
         create index facts_superseded_by on facts (superseded_by) where superseded_by is not null;
         """,
     ),
+    # The process a running run belongs to (JSON: host, pid, process start time), so `runs list`
+    # can tell a run whose process was killed (SIGKILL, power loss) from one still running.
+    Migration(
+        "m303_research_runs_owner",
+        """
+        alter table research_runs add column owner text;
+        """,
+    ),
 ]
 
 

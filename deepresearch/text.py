@@ -129,8 +129,44 @@ def truncate(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
+# Bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder what a terminal
+# shows ("Trojan Source"), so stored text prints them escaped like the control characters.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` safe to print on a terminal: control characters (escape sequences that set the window
+    title or clear the screen, carriage returns, C1 codes), line separators and bidi overrides as
+    backslash escapes, the way Python writes them in a string literal. `keep_newlines` keeps
+    newlines and tabs (a report, a multi-line message).
+
+    The one sanitizer of every CLI line that prints stored or external text (`cli.common.echo`)."""
+    kept = "\n\t" if keep_newlines else ""
+    if text.isprintable() and not _BIDI.intersection(text):
+        return text
+    return "".join(
+        repr(c)[1:-1] if c not in kept and (unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI) else c
+        for c in text
+    )
+
+
 def redact_secrets(text: str) -> str:
-    """`text` with credentials in URLs replaced by `***` (user:password@ and key/token query values)."""
+    """`text` with credentials in URLs replaced by `***` (user:password@ and key/token query values).
+
+    The one redaction every printer of configuration, URLs and errors uses (CLI lines, doctor,
+    `models list/info`, logs, MCP errors, saved run errors)."""
     if "://" not in text and "=" not in text:
         return text
     return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))
+
+
+def join_url(base: str, path: str, params: dict[str, str] | None = None) -> str:
+    """`base` with `path` appended to its path and `params` added to its query string.
+
+    `http://h/v1?api_key=K` + `/models` is `http://h/v1/models?api_key=K`, not
+    `http://h/v1?api_key=K/models`; the base's own query parameters are kept first."""
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    query = "&".join(q for q in (parts.query, urlencode(params or {})) if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))

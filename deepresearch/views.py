@@ -32,12 +32,24 @@ def to_jsonable(data: Any) -> Any:
     return json.loads(json.dumps(data, ensure_ascii=False, default=json_default))
 
 
+# A rejected fact is quoted up to this many characters: a 1 MB "fact" must not come back whole.
+REJECTED_CHARS = 200
+
+
+def quoted(text: str, limit: int = REJECTED_CHARS) -> str:
+    """`text` cut to `limit` characters with a marker saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [truncated: {len(text)} characters]"
+
+
 def add_result_json(result: AddResult) -> dict[str, Any]:
-    """The `kb add --json` shape of an AddResult (also what the MCP `kb_add` tool returns)."""
+    """The `kb add --json` shape of an AddResult (also what the MCP `kb_add` tool returns); a
+    rejected fact is quoted up to REJECTED_CHARS characters."""
     return {
         "added": result.added,
         "reconfirmed": result.reconfirmed,
-        "rejected": [{"fact": f.fact, "reason": reason} for f, reason in result.rejected],
+        "rejected": [{"fact": quoted(f.fact or ""), "reason": reason} for f, reason in result.rejected],
         "merged": result.merged,
         "flagged": [{"id": a, "other_id": b, "reason": r} for a, b, r in result.flagged],
     }

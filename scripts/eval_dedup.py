@@ -106,10 +106,13 @@ class CountingModel(ChatModel):
         return self.inner.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
 
 
-def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) -> dict[str, Any]:
+def eval_rgb(
+    path: Path, *, classify: bool = False, limit: int | None = None, split: float = 0.5, config: KBConfig | None = None
+) -> dict[str, Any]:
     """Store RGB positives, then each counterfactual as the newer fact; count links (see the docstring).
 
-    `classify`: kb.classify_with_model on, with the configured chat model (one call per candidate pair)."""
+    `classify`: kb.classify_with_model on, with the configured chat model (one call per candidate pair).
+    `split`: the share of items (from the start) reported as the dev split, the rest as held-out."""
     import tempfile
 
     from deepresearch.db import connect
@@ -121,7 +124,8 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         conn = connect(Path(tmp) / "rgb.db")
-        kb = KnowledgeBase(conn, get_embedder(EmbeddingConfig()), KBConfig(classify_with_model=classify))
+        kb_config = (config or KBConfig()).model_copy(update={"classify_with_model": classify})
+        kb = KnowledgeBase(conn, get_embedder(EmbeddingConfig()), kb_config)
         model = CountingModel(get_chat_model(LLMConfig())) if classify else None
         kb.merge_model = model
         owners: dict[str, set[int]] = {}  # fact id → the items whose text it holds
@@ -138,7 +142,7 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
             owners.setdefault(merge.new_id or "", set()).update(*joined)
         counts: dict[str, int] = {"superseded": 0, "flagged": 0, "same_text": 0}
         by_model = {"merges": sum(m.method == "model" for m in stored.merged), "flags": 0}
-        linked, unlinked = 0, []
+        linked, unlinked, linked_items = 0, [], []
         for n, (item, _, wrong) in enumerate(pairs):
             result = kb.add_facts([Fact(wrong, f"https://rgb.example/wrong/{n}", verified_at=t1)], now=t1)
             by_model["merges"] += sum(m.method == "model" for m in result.merged)
@@ -154,12 +158,25 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
                 if item in theirs and not hit:
                     hit, linked = True, linked + 1
                     counts[how] += 1
+                    linked_items.append(item)
             if not hit:
                 unlinked.append((item, wrong[:100]))
             for new in [*result.added, *(m.new_id for m in result.merged if m.new_id)]:
                 owners.setdefault(new, set()).update({item}, *(owners.get(o, set()) for _, o in touched))
         conn.close()
     sizes = [sum(1 for p in pairs if p[0] == it["id"]) for it in items]
+    cut = round(len(items) * split)  # items before it: the dev split the rule was tuned on
+    dev_ids = {it["id"] for it in items[:cut]}
+    splits = {
+        name: {
+            "items": len(ids),
+            "pairs": sum(1 for p in pairs if p[0] in ids),
+            "linked": sum(1 for i in linked_items if i in ids),
+        }
+        for name, ids in (("dev", dev_ids), ("held_out", {it["id"] for it in items} - dev_ids))
+    }
+    for part in splits.values():
+        part["linked_share"] = round(part["linked"] / part["pairs"], 4) if part["pairs"] else 0.0
     cross_pairs = sum(a * b for i, a in enumerate(sizes) for b in sizes[i + 1 :]) * 4  # (pos|wrong) × (pos|wrong)
     return {
         "items": len(items),
@@ -171,9 +188,30 @@ def eval_rgb(path: Path, *, classify: bool = False, limit: int | None = None) ->
         "cross_pairs": cross_pairs,
         "cross_share": round(cross / cross_pairs, 6),
         "seconds": round(time.perf_counter() - started, 1),
+        "splits": splits,
         "unlinked": unlinked,  # (item, the counterfactual's start) of the pairs not linked
         **({"model_calls": model.calls, "model_decided": by_model} if model is not None else {}),
     }
+
+
+def _print_rgb(out: dict[str, Any]) -> None:
+    """One paragraph per RGB run: linked (all, dev, held-out), how, cross-item links."""
+    for key, value in out.items():
+        if not key.startswith("rgb"):
+            continue
+        rgb: dict[str, Any] = value
+        title = key.replace("rgb_classify ", "RGB, model classification on: ").replace("rgb ", "RGB ")
+        dev, held = rgb["splits"]["dev"], rgb["splits"]["held_out"]
+        print(
+            f"\n{title}: {rgb['pairs']} pairs from {rgb['items']} items: linked {rgb['linked_share']:.3f}"
+            f" (dev {dev['linked_share']:.3f} = {dev['linked']}/{dev['pairs']} of items 0-{dev['items'] - 1},"
+            f" held-out {held['linked_share']:.3f} = {held['linked']}/{held['pairs']});"
+            f" superseded {rgb['superseded']}, flagged {rgb['flagged']}, same text {rgb['same_text']};"
+            f" cross-item links {rgb['cross_links']} of {rgb['cross_pairs']} cross-item pairs"
+            f" ({rgb['cross_share']:.5f}); {rgb['seconds']} s"
+        )
+        if "model_calls" in rgb:
+            print(f"  model calls {rgb['model_calls']}; merges/flags the model decided {rgb['model_decided']}")
 
 
 def main() -> int:
@@ -183,13 +221,28 @@ def main() -> int:
     parser.add_argument("--positive", type=float, default=4.0, help="gold score counted as duplicate")
     parser.add_argument("--related", type=float, default=3.0, help="gold score below which a merge is harmful")
     parser.add_argument("--min-precision", type=float, default=0.9)
-    parser.add_argument("--rgb", type=Path, help="rgb_fact_dev.jsonl: linking of counterfactual pairs on write")
+    parser.add_argument(
+        "--rgb",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="rgb_fact_dev.jsonl (English), rgb_fact_zh.jsonl (Chinese): linking of counterfactual pairs on write",
+    )
+    parser.add_argument(
+        "--split",
+        type=float,
+        default=0.5,
+        help="share of each RGB file's items (from the start) reported as the dev split; the rest is held-out",
+    )
     parser.add_argument(
         "--classify",
         action="store_true",
         help="RGB pass with kb.classify_with_model on and the configured chat model (one call per candidate pair)",
     )
     parser.add_argument("--rgb-items", type=int, help="only the first N RGB items")
+    parser.add_argument(
+        "--related-similarity", type=float, help="kb.related_similarity for this run (default: the configured one)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     left, right, gold = load_pairs(args.csv)
@@ -212,7 +265,8 @@ def main() -> int:
     ]
     same_time = np.array([k[0] == "duplicate" for k in kinds])
     on_write = np.array([k[1] in ("duplicate", "update") for k in kinds])
-    band = KBConfig().related_similarity
+    config = KBConfig() if args.related_similarity is None else KBConfig(related_similarity=args.related_similarity)
+    band = config.related_similarity
     # below the threshold, pairs at cosine >= band that align and change one value are updates
     updates = np.array(
         [
@@ -248,10 +302,12 @@ def main() -> int:
         "gated": gated,
         "chosen_threshold": chosen,
     }
-    if args.rgb is not None:
-        out["rgb"] = eval_rgb(args.rgb, limit=args.rgb_items)
+    for path in args.rgb:
+        out[f"rgb {path.name}"] = eval_rgb(path, limit=args.rgb_items, split=args.split, config=config)
         if args.classify:
-            out["rgb_classify"] = eval_rgb(args.rgb, classify=True, limit=args.rgb_items)
+            out[f"rgb_classify {path.name}"] = eval_rgb(
+                path, classify=True, limit=args.rgb_items, split=args.split, config=config
+            )
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         print()
@@ -271,18 +327,12 @@ def main() -> int:
                 f"  >= {r['threshold']:<12} {r['precision']:>9.3f} {r['recall']:>7.3f} {r['f1']:>6.3f}"
                 f" {r['merged']:>7} {r['harmful']:>8.3f}"
             )
-    for key, title in (("rgb", "RGB"), ("rgb_classify", "RGB, model classification on")):
-        if key not in out:
-            continue
-        rgb: dict[str, Any] = out[key]  # type: ignore[assignment]
-        print(
-            f"\n{title}: {rgb['pairs']} pairs from {rgb['items']} items: linked {rgb['linked_share']:.3f}"
-            f" (superseded {rgb['superseded']}, flagged {rgb['flagged']}, same text {rgb['same_text']});"
-            f" cross-item links {rgb['cross_links']} of {rgb['cross_pairs']} cross-item pairs"
-            f" ({rgb['cross_share']:.5f}); {rgb['seconds']} s"
-        )
-        if "model_calls" in rgb:
-            print(f"  model calls {rgb['model_calls']}; merges/flags the model decided {rgb['model_decided']}")
+    _print_rgb(out)
+    precision = next(r for r in gated[f"write with value updates from cosine {band}"] if r["threshold"] == 0.95)
+    print(
+        f"\nSTS-B write-path precision (cosine 0.95, value updates from {band}): {precision['precision']:.3f}"
+        f" ({precision['merged']} merges, harmful {precision['harmful']:.3f})"
+    )
     print(
         f"\nsuggested kb.duplicate_similarity: {chosen} (lowest threshold where the write-path gate"
         f" makes no merge of pairs scored < {args.related:g} and precision >= {args.min_precision})"

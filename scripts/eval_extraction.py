@@ -1,194 +1,278 @@
-"""Evaluate grounded fact extraction on HotpotQA paragraphs, per candidate model, in one run.
+"""Evaluate fact extraction against the hand-labeled set, today's extraction next to the new one.
 
-    python3 scripts/eval_extraction.py ../shared/eval/multihop/hotpotqa_train.json \
-        --passages 16 --models smollm2-135m-instruct gemma3-270m
+    python3 scripts/eval_extraction.py                      # tests/data/extraction_*.jsonl
+    python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
-For each model (shipped name or GGUF path) and for the extractive fallback alone (the
-baseline), over the supporting paragraphs of the first questions (topic = the question):
-- proposed/passage: facts the model proposed; grounded: share of those the source supports
-  (is_grounded; repeats of a kept fact count as grounded) — the model's own precision;
-- model facts/passage: distinct grounded model facts kept;
-- facts/passage returned, and the model vs fallback share of them;
-- returned grounded: share of returned facts passing is_grounded (must be 1.0);
-- gold recall: share of HotpotQA supporting sentences covered by a returned fact;
-- seconds per passage (median).
+The labeled set (tests/data/extraction_labels.jsonl, built by
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 48 sources —
+SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
+hand: stands alone, is a claim, is complete (not cut), category. Sources are split into a dev
+part (looked at while the rules were designed) and a held-out part (labeled before, never
+tuned on). For each extractor (`baseline` = scripts/extraction_baseline.py, the extraction
+before issue 25; `new` = deepresearch.models.extract) and each split it prints:
+- stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
+  same source sentence with ≥ 85% of the content words both ways);
+- shares of the matched stored facts that stand alone, are claims, are complete, all three;
+- good kept: stored facts with all three, over the labeled candidates with all three (the
+  price of the rules; at most 5 facts per source are stored, so it cannot reach 1);
+- category accuracy over the matched stored facts labeled as claims;
+- facts stored per source and extraction seconds per source (mean; the embedding model is
+  loaded before timing).
+Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
+the nearest-prototype rule, and with `--model-categories GGUF` the chat model choosing from
+the category enum.
+
+The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
+remains: `--hotpotqa FILE --models NAME…`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from deepresearch.config import LLMConfig  # noqa: E402
-from deepresearch.grounding import is_grounded  # noqa: E402
-from deepresearch.models.extract import extract_facts  # noqa: E402
+from deepresearch.facts import normalize_text  # noqa: E402
 from deepresearch.text import content_words  # noqa: E402
 from deepresearch.text import stem as _stem  # noqa: E402
 
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+FLAGS = ("standalone", "claim", "complete")
 
-def load_passages(path: Path, limit: int) -> list[dict[str, Any]]:
-    """Supporting paragraphs of the first questions: text, url, topic, gold sentences."""
-    out = []
-    for item in json.loads(path.read_text(encoding="utf-8")):
-        gold: dict[str, set[int]] = {}
-        for title, idx in item["supporting_facts"]:
-            gold.setdefault(title, set()).add(idx)
-        for title, sentences in item["context"]:
-            if title not in gold:
-                continue
-            out.append(
-                {
-                    "title": title,
-                    "text": "".join(sentences),
-                    "url": "https://en.wikipedia.org/wiki/" + title.replace(" ", "_"),
-                    "topic": item["question"],
-                    "gold": [sentences[i] for i in sorted(gold[title]) if i < len(sentences)],
-                }
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(w) for w in content_words(text)}
+
+
+def match(fact: str, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The labeled candidate of the same source this fact is (exact text, else near-same words)."""
+    key = normalize_text(fact)
+    for label in labels:
+        if normalize_text(label["fact"]) == key:
+            return label
+    stems = _stems(fact)
+    best, best_share = None, 0.0
+    for label in labels:
+        other = _stems(label["fact"])
+        if stems and other:
+            share = min(len(stems & other) / len(stems), len(stems & other) / len(other))
+            if share > best_share:
+                best, best_share = label, share
+    return best if best_share >= 0.85 else None
+
+
+def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
+    """Stored facts per source (with seconds) for one extractor."""
+    if name == "baseline":
+        import extraction_baseline as module
+
+        def call(s: dict[str, Any]) -> Any:
+            return module.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts)
+    else:
+        from deepresearch.models import extract as new_module
+        from deepresearch.models.categorize import default_categorizer
+
+        default_categorizer().categorize(["A warm-up sentence."])  # load the embedding model before timing
+
+        def call(s: dict[str, Any]) -> Any:
+            return new_module.extract_facts(
+                s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"]
             )
-            if len(out) >= limit:
-                return out
+
+    out = {}
+    for source in sources:
+        start = time.perf_counter()
+        result = call(source)
+        out[source["id"]] = {"facts": result.facts, "seconds": time.perf_counter() - start}
     return out
 
 
-def covered(sentence: str, facts: list[str]) -> bool:
-    """A gold sentence is covered when one fact holds ≥ 60% of its content words."""
-    stems = {_stem(w) for w in content_words(sentence)}
-    if not stems:
-        return False
-    return any(len(stems & {_stem(w) for w in content_words(f)}) / len(stems) >= 0.6 for f in facts)
+def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shares, accuracy, coverage and rates over `sources`."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for label in labels:
+        by_source.setdefault(label["source"], []).append(label)
+    stored = matched = cat_total = cat_right = 0
+    flags = dict.fromkeys(FLAGS, 0)
+    all_three = 0
+    seconds = 0.0
+    unmatched: list[str] = []
+    for source in sources:
+        run = runs[source["id"]]
+        seconds += run["seconds"]
+        for fact in run["facts"]:
+            stored += 1
+            label = match(fact.fact, by_source.get(source["id"], []))
+            if label is None or label["standalone"] is None:
+                unmatched.append(fact.fact)
+                continue
+            matched += 1
+            for flag in FLAGS:
+                flags[flag] += bool(label[flag])
+            all_three += all(label[f] for f in FLAGS)
+            if label["claim"] and label["category"]:
+                cat_total += 1
+                cat_right += fact.category == label["category"]
+    n = len(sources)
+    good = sum(all(r[f] for f in FLAGS) for s in sources for r in by_source.get(s["id"], []))
+    return {
+        "good_available": good,
+        "good_stored_share": all_three / good if good else None,
+        "sources": n,
+        "stored": stored,
+        "coverage": matched / stored if stored else None,
+        **{flag: flags[flag] / matched if matched else None for flag in FLAGS},
+        "all_three": all_three / matched if matched else None,
+        "category_accuracy": cat_right / cat_total if cat_total else None,
+        "category_n": cat_total,
+        "facts_per_source": stored / n if n else 0.0,
+        "seconds_per_source": seconds / n if n else 0.0,
+        "unmatched": unmatched,
+    }
 
 
-def grounding_check_quality(passages: list[dict[str, Any]]) -> dict[str, float]:
-    """How often is_grounded accepts a paragraph's own sentences and rejects corrupted ones.
+def categorizer_accuracy(
+    labels: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
+) -> list[dict[str, Any]]:
+    """Category accuracy of each categorizer over every labeled claim, per split (with
+    `model_path`, also the chat model choosing from the category enum)."""
+    from deepresearch.models.categorize import (
+        ModelCategorizer,
+        PrototypeCategorizer,
+        RuleCategorizer,
+        default_categorizer,
+    )
 
-    Corruptions: a number changed (+7), a name swapped for a name from another paragraph,
-    and a whole sentence taken from another paragraph.
-    """
+    proto = default_categorizer()
+    rows = []
+    candidates: list[Any] = [RuleCategorizer()]
+    if isinstance(proto, PrototypeCategorizer):
+        candidates += [PrototypeCategorizer(proto.embedder, margin=0.0), proto]
+    if model_path:
+        from deepresearch.config import LLMConfig
+        from deepresearch.models.llm import get_chat_model
+
+        config = LLMConfig(model_path=model_path, temperature=0.0, n_threads=2)
+        candidates.append(ModelCategorizer(get_chat_model(config)))
+    for categorizer in candidates:
+        for split in ("dev", "heldout"):
+            claims = [r for r in labels if r["split"] == split and r["claim"] and r["category"]]
+            if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
+                claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
+            start = time.perf_counter()
+            chosen = categorizer.categorize([r["fact"] for r in claims])
+            if categorizer.name == "model":
+                print(f"  model categories ({split}): {(time.perf_counter() - start) / len(claims):.2f} s/fact")
+            right = sum(c == r["category"] for c, r in zip(chosen, claims, strict=True))
+            label = categorizer.name + (
+                f" (unsure margin {categorizer.margin})" if hasattr(categorizer, "margin") else ""
+            )
+            rows.append({"categorizer": label, "split": split, "claims": len(claims), "accuracy": right / len(claims)})
+    return rows
+
+
+def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) -> dict[str, Any]:
+    """On real chunk boundaries (HTML pages read and cut by the corpus code), how often the first
+    sentence of a chunk that starts mid-sentence still looks like a sentence start (and would be
+    kept), and how many true sentence starts the rule drops."""
     import re
 
-    from deepresearch.text import split_sentences
+    from deepresearch.models.claims import starts_like_sentence
+    from deepresearch.search.readers import read_html_file
 
-    own = [(s, p["text"]) for p in passages for s in split_sentences(p["text"]) if len(s) >= 40]
-    names = [n for p in passages for n in re.findall(r"\b[A-Z][a-z]{3,}\b", p["text"])]
-    accepted = sum(is_grounded(s, text) for s, text in own)
-    corrupted: list[tuple[str, str]] = []
-    for i, (sentence, text) in enumerate(own):
-        number = re.search(r"\b\d{2,4}\b", sentence)
-        if number:
-            changed = str(int(number.group()) + 7)
-            corrupted.append((sentence[: number.start()] + changed + sentence[number.end() :], text))
-        name = re.search(r"(?<=\s)[A-Z][a-z]{3,}\b", sentence)
-        other = next((n for n in names[i * 7 % len(names) :] + names if n.lower() not in text.lower()), None)
-        if name and other:
-            corrupted.append((sentence[: name.start()] + other + sentence[name.end() :], text))
-        foreign = own[(i + len(own) // 2) % len(own)]
-        if foreign[1] != text:
-            corrupted.append((foreign[0], text))
-    rejected = sum(not is_grounded(s, text) for s, text in corrupted)
-    return {
-        "own_sentences": len(own),
-        "own_accepted": accepted / len(own),
-        "corrupted": len(corrupted),
-        "corrupted_rejected": rejected / len(corrupted),
-    }
-
-
-def evaluate(name: str, model: Any, passages: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
-    """Run extraction over all passages and aggregate the figures."""
-    proposed = grounded_proposals = returned = from_model = returned_grounded = 0
-    gold_total = gold_hit = 0
-    seconds = []
-    for i, p in enumerate(passages, 1):
-        start = time.perf_counter()
-        result = extract_facts(p["text"], p["url"], topic=p["topic"], model=model, max_facts=max_facts)
-        seconds.append(time.perf_counter() - start)
-        texts = [f.fact for f in result.facts]
-        proposed += result.proposed
-        grounded_proposals += result.proposed - sum(
-            1 for _, why in result.rejections if why != "duplicate of another fact"
-        )
-        returned += len(texts)
-        from_model += result.methods.count("model")
-        returned_grounded += sum(
-            is_grounded(t, p["text"]) and f.source_url == p["url"] for t, f in zip(texts, result.facts, strict=True)
-        )
-        gold_total += len(p["gold"])
-        gold_hit += sum(covered(s, texts) for s in p["gold"])
-        print(
-            f"  [{name}] {i}/{len(passages)} {p['title'][:40]!r}: {len(texts)} facts "
-            f"({result.methods.count('model')} model), {result.proposed} proposed, {seconds[-1]:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    n = len(passages)
-    return {
-        "model": name,
-        "passages": n,
-        "proposed_per_passage": proposed / n,
-        "proposal_grounded_fraction": grounded_proposals / proposed if proposed else None,
-        "facts_per_passage": returned / n,
-        "model_share": from_model / returned if returned else 0.0,
-        "fallback_share": (returned - from_model) / returned if returned else 0.0,
-        "model_facts_per_passage": from_model / n,
-        "returned_grounded_fraction": returned_grounded / returned if returned else None,
-        "gold_sentence_recall": gold_hit / gold_total if gold_total else None,
-        "seconds_per_passage_median": statistics.median(seconds),
-    }
+    counts = {"chunks": 0, "true_start": 0, "mid_sentence": 0, "mid_kept": 0, "start_dropped": 0}
+    for path in sorted(folder.glob("*.html"))[:pages]:
+        try:
+            _, text = read_html_file(path)
+        except Exception:  # noqa: BLE001 - a page without text is no boundary
+            continue
+        spans = [m.span() for m in re.finditer(r"\S+", text)]
+        for first in range(size - overlap, len(spans), size - overlap):
+            before = text[: spans[first][0]]
+            true_start = not before.strip() or "\n\n" in before[-4:] or bool(re.search(r"[.!?:][\"')\]]*\s*$", before))
+            kept = starts_like_sentence(text[spans[first][0] :][:200])
+            counts["chunks"] += 1
+            counts["true_start"] += true_start
+            counts["mid_sentence"] += not true_start
+            counts["mid_kept"] += kept and not true_start
+            counts["start_dropped"] += true_start and not kept
+    return counts
 
 
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def main() -> None:
-    """Parse arguments, evaluate the baseline and every model, print a table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("hotpotqa", type=Path, help="hotpotqa_train.json (../shared/eval/multihop/)")
-    parser.add_argument("--passages", type=int, default=16, help="supporting paragraphs to use")
-    parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "gemma3-270m"])
-    parser.add_argument("--max-facts", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    args = parser.parse_args()
-
-    from deepresearch.models.llm import get_chat_model
-
-    passages = load_passages(args.hotpotqa, args.passages)
-    check = grounding_check_quality(passages)
-    print(
-        f"grounding check: accepts {check['own_accepted']:.2f} of {check['own_sentences']} source sentences, "
-        f"rejects {check['corrupted_rejected']:.2f} of {check['corrupted']} corrupted ones "
-        "(number changed, name swapped, sentence from another paragraph)"
-    )
-    rows = [evaluate("fallback only (baseline)", None, passages, args.max_facts)]
-    for name in args.models:
-        model = get_chat_model(LLMConfig(model_path=name))
-        rows.append(evaluate(name, model, passages, args.max_facts))
+def labeled_main(args: argparse.Namespace) -> None:
+    sources = load_jsonl(args.sources)
+    labels = load_jsonl(args.labels)
+    runs = {name: run_extractor(name, sources, args.max_facts) for name in ("baseline", "new")}
     columns = [
-        ("model", "model"),
-        ("proposed/p", "proposed_per_passage"),
-        ("grounded", "proposal_grounded_fraction"),
-        ("model facts/p", "model_facts_per_passage"),
-        ("facts/p", "facts_per_passage"),
-        ("model share", "model_share"),
-        ("fallback share", "fallback_share"),
-        ("returned grounded", "returned_grounded_fraction"),
-        ("gold recall", "gold_sentence_recall"),
-        ("s/passage", "seconds_per_passage_median"),
-    ]
-    print(f"{len(passages)} HotpotQA supporting paragraphs, max_facts={args.max_facts}")
+        ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
+        ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
+        ("all three", "all_three"), ("good kept", "good_stored_share"), ("category acc", "category_accuracy"),
+        ("facts/source", "facts_per_source"), ("s/source", "seconds_per_source"),
+    ]  # fmt: skip
+    rows = []
+    for split in ("dev", "heldout", "all"):
+        chosen = [s for s in sources if split == "all" or s["split"] == split]
+        for name, run in runs.items():
+            rows.append({"name": name, "split": split, **figures(run, chosen, labels)})
+    print(f"{len(sources)} sources, {len(labels)} labeled candidates, max_facts={args.max_facts}")
     print("| " + " | ".join(c for c, _ in columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
+    cats = categorizer_accuracy(labels, args.model_categories, args.model_sample)
+    print("\ncategorizers over every labeled claim")
+    print("| categorizer | split | claims | accuracy |\n|---|---|---|---|")
+    for c in cats:
+        print(f"| {c['categorizer']} | {c['split']} | {c['claims']} | {c['accuracy']:.2f} |")
+    for row in rows:
+        if row["unmatched"] and row["split"] != "all":
+            print(f"\nnot in the labeled set ({row['name']}, {row['split']}):", *row["unmatched"], sep="\n  ")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"extraction": rows, "categorizers": cats}, indent=2, default=str))
+
+
+def main() -> None:
+    """Parse arguments; the labeled-set evaluation, or the older HotpotQA model comparison."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sources", type=Path, default=DATA / "extraction_sources.jsonl")
+    parser.add_argument("--labels", type=Path, default=DATA / "extraction_labels.jsonl")
+    parser.add_argument("--max-facts", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--model-categories", help="also measure this GGUF choosing from the category enum")
+    parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")
+    parser.add_argument("--chunk-edges", type=Path, help="only measure the start rule on chunks of these HTML pages")
+    parser.add_argument("--pages", type=int, default=200, help="(--chunk-edges) pages to read")
+    parser.add_argument("--hotpotqa", type=Path, help="run the model comparison on this hotpotqa_train.json")
+    parser.add_argument("--passages", type=int, default=16, help="(--hotpotqa) supporting paragraphs to use")
+    parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "gemma3-270m"])
+    args = parser.parse_args()
+    if args.chunk_edges:
+        counts = chunk_edges(args.chunk_edges, args.pages)
+        print(json.dumps(counts))
+        mid, start = counts["mid_sentence"], counts["true_start"]
+        print(f"mid-sentence chunk starts kept as sentence starts: {counts['mid_kept'] / mid:.3f} of {mid}")
+        print(f"true sentence starts dropped: {counts['start_dropped'] / start:.3f} of {start}")
+        return
+    if args.hotpotqa:
+        import eval_extraction_models
+
+        eval_extraction_models.run(args)
+    else:
+        labeled_main(args)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ def _encode(body: Any) -> bytes:
 
 class JsonServer:
     """Answers each request with the next `script` entry (status, body, headers), or else with what
-    `serve` set (200 `{}` to start); records when each request arrived in `times`."""
+        `serve` set (200 `{}` to start); records when each request arrived in `times`, and its path
+    and query in `paths`."""
 
     def __init__(self) -> None:
         self.script: list[tuple[int, Any, dict[str, str]]] = []
         self.times: list[float] = []
+        self.paths: list[str] = []
         self.serve({})
         server = self
 
@@ -29,6 +31,7 @@ class JsonServer:
                 if length:
                     self.rfile.read(length)
                 server.times.append(time.monotonic())
+                server.paths.append(self.path)
                 status, body, headers = server.script.pop(0) if server.script else server.standing
                 data = _encode(body)
                 self.send_response(status)

@@ -60,9 +60,10 @@ def test_workspace_yaml_and_env_file_choice(tmp_path):
     assert load_config(home=home, env={"DEEPRESEARCH_CONFIG": str(other)}).kb.top_k == 6
 
 
-def test_lifecycle_alias_and_invalid_mode_falls_back_to_freshness():
+def test_lifecycle_alias_and_invalid_mode_is_an_error():
     assert load_config(env={"KB_LIFECYCLE_MODE": "lifecycle"}).kb.lifecycle_mode == "lifecycle"
-    assert load_config(env={"KB_LIFECYCLE_MODE": "bogus"}).kb.lifecycle_mode == "freshness"
+    with pytest.raises(ConfigError, match="unknown lifecycle mode 'bogus' — use one of off, inform"):
+        load_config(env={"KB_LIFECYCLE_MODE": "bogus"})
 
 
 def test_invalid_yaml_is_a_clear_error(tmp_path):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from deepresearch.errors import ModelError
 from deepresearch.facts import CATEGORIES
 from deepresearch.grounding import grounding_problem, is_grounded
+from deepresearch.models.categorize import classify_category
 from deepresearch.models.extract import (
-    classify_category,
     extract_document,
     extract_facts,
     fallback_facts,
@@ -268,7 +268,6 @@ def test_whatever_the_model_says_returned_facts_are_grounded(proposals, topic):
 
 
 def test_categories_of_technical_text_and_case_of_lowercase_names():
-    from deepresearch.models.extract import classify_category, fallback_facts
 
     assert classify_category("Reciprocal rank fusion (RRF) merges several ranked lists into one by summing ranks.") == (
         "technology"
@@ -279,3 +278,252 @@ def test_categories_of_technical_text_and_case_of_lowercase_names():
     text = "sqlite-vec is a SQLite extension that stores and searches vectors in vec0 tables."
     facts = fallback_facts(text, topic="sqlite-vec", limit=2)
     assert facts and facts[0].startswith("sqlite-vec ")
+
+
+# --- issue 25: whole, standalone claims; categories; the labeled set -------------------------
+
+from pathlib import Path  # noqa: E402
+
+from deepresearch.models.categorize import PrototypeCategorizer, RuleCategorizer  # noqa: E402
+from deepresearch.models.claims import (  # noqa: E402
+    claim_problem,
+    ends_like_sentence,
+    is_whole,
+    passage_candidates,
+    passage_claims,
+    starts_like_sentence,
+)
+from deepresearch.search.ingest import chunk_text  # noqa: E402
+
+RULES = RuleCategorizer()
+# The SQLite documentation's own words (public domain), as the issue quotes them.
+WAL_DOC = (
+    "WAL mode with synchronous=NORMAL is durable against application crashes, and a transaction is either "
+    "fully in the database or not at all. A checkpoint is only able to run to completion, and reset the WAL "
+    "file, if there are no other database connections using the WAL file. To avoid that, checkpoints only run "
+    "to completion if all readers are using the last transaction in the WAL. In that case, transferring content "
+    "from the WAL back into the database is cheap. Hence, if you are using an older version of SQLite, upgrade. "
+    "EXTRA synchronous is like FULL with the addition that the directory containing a rollback journal is "
+    "synced after that journal is unlinked to commit a transaction in DELETE mode."
+)
+
+
+def test_a_sentence_cut_at_a_real_chunk_edge_is_never_stored():
+    # The corpus chunker cuts windows of words, so chunks start and end mid-sentence.
+    chunks = chunk_text(WAL_DOC, 20, 5)
+    assert any(not c.rstrip().endswith(".") for c in chunks) and any(c[0].islower() for c in chunks)
+    whole = {s for c in [WAL_DOC] for s in passage_claims(c)}
+    for chunk in chunks:
+        for fact in passage_claims(chunk):
+            assert fact in whole, f"cut sentence stored: {fact!r}"
+        for fact in fallback_facts(chunk, limit=5):
+            assert fact in whole
+    stored = [f.fact for c in chunks for f in extract_facts(c, URL, categorizer=RULES).facts]
+    assert not any(f.endswith(("that.", "in the.")) for f in stored)
+
+
+@pytest.mark.parametrize(
+    "sentence, whole",
+    [
+        ("EXTRA synchronous is like FULL with the addition that", False),  # no full stop: cut
+        ("a transaction is either fully in the database or not at all.", False),  # starts mid-sentence
+        ("Preterm infants showed higher coefficients (1.4 +/- 0.24 versus.", False),  # bracket left open
+        ("Rhiwallon ap Cynfyn (c.", False),
+        ("It was written by Ronnie Scott and Steve Wolfe in 1979 vs.", False),
+        ("sqlite3_step() returns SQLITE_ROW when a row is ready.", True),  # identifiers start sentences
+        ("\"Charlotte's Web\" was voted the top children's novel in 2012.", True),
+        ("WAL mode permits simultaneous readers and writers.", True),
+    ],
+)
+def test_whole_sentence_rule(sentence, whole):
+    assert is_whole(sentence) is whole
+
+
+def test_edge_helpers():
+    assert not starts_like_sentence("database or not at all.") and starts_like_sentence("iPhone sales rose.")
+    assert not ends_like_sentence("with the addition that.") and ends_like_sentence('He said "yes."')
+    assert not ends_like_sentence('Elwyn Brooks "E.') and ends_like_sentence("SQLite is written in C.")
+
+
+def test_a_pronoun_is_resolved_to_the_passage_subject_only_when_certain():
+    text = (
+        "Scott Andrew Buchholz (born 27 March 1968) is an Australian politician. He has been the member for "
+        "Wright since the 2010 federal election. His office is in Beaudesert, Queensland."
+    )
+    claims = passage_claims(text, title="Scott Buchholz")
+    assert "Scott Buchholz has been the member for Wright since the 2010 federal election." in claims
+    assert "Scott Buchholz's office is in Beaudesert, Queensland." in claims
+    # Without a title the subject is the name the first sentence opens with.
+    assert passage_claims(text)[1].startswith("Scott Andrew Buchholz has been")
+    # The previous sentence is about someone else: "He" is not certain, the sentence is dropped.
+    other = (
+        "Scott Buchholz is an Australian politician. Barnaby Joyce appointed a new chief of staff in 2016. "
+        "He was sworn in as Minister for Agriculture on 18 September 2013."
+    )
+    assert not any("sworn in" in c for c in passage_claims(other, title="Scott Buchholz"))
+    # "The film …" is the subject when the first sentence says it is a film.
+    film = "Always is a 2011 South Korean film directed by Song Il-gon. The film premiered in Busan in 2011."
+    assert "Always premiered in Busan in 2011." in passage_claims(film, title="Always (2011 film)")
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "To avoid that, checkpoints only run to completion if all readers are using the last transaction in the WAL.",
+        "In that case, transferring content from the WAL back into the database is cheap in SQLite.",
+        "Hence, if you are using an older version of SQLite, the checkpoint may never finish.",
+        "Of course, rigid type enforcement will not occur because SQLite ignores the declared types.",
+        "This repeats until some checkpoint in SQLite is able to complete.",
+        "These findings clearly link the expression of MBP exons to the immune system.",
+        "It can do this because changes in SQLite do not overwrite the original database file.",
+        "They also establish that the Golli locus is conserved among species.",
+        "Analysis of these cDNAs has enabled us to determine the structure of the Golli-MBP gene.",
+        "Through his mother Angharad, he was half-brother to King Gruffydd ap Llywelyn.",
+        "The default strategy is to run a checkpoint when the WAL reaches 1000 pages.",
+        "Cytokine levels in the cultures of mouse LPMCs were measured in 2010.",
+        "METHODS We followed 522 stroke patients for 3 months to identify major disability.",
+    ],
+)
+def test_sentences_that_do_not_stand_alone_are_dropped(sentence):
+    text = "SQLite is an embedded SQL database engine written in C. " + sentence
+    kept = passage_claims(text)
+    assert kept[0].startswith("SQLite is") and len(kept) == 1, kept
+
+
+@pytest.mark.parametrize(
+    "sentence, reason",
+    [
+        ("See the sqlite3_wal_checkpoint_v2 documentation for details on the checkpoint modes.", "pointer"),
+        ("For more information about WAL mode in SQLite, read the next section of the manual.", "pointer"),
+        ("(See the document titled Atomic Commit In SQLite for additional detail.)", "pointer"),
+        ("Presumably, many developers who are aghast at SQLite's flexible typing feel this way.", "hedge"),
+        ("Yes, flexible typing is a new way of thinking about data in SQLite databases.", "hedge"),
+        ("I have never found rigid type enforcement to be helpful in languages like TCL.", "opinion"),
+        ("Will the later steps of the SELECT statement see the changes made by the UPDATE?", "question"),
+        ("Int sqlite3_wal_checkpoint_v2( sqlite3 *db, /* Database handle */ int eMode );", "code"),
+        ("PRAGMA schema.synchronous = 0 | OFF | 1 | NORMAL | 2 | FULL | 3 | EXTRA;", "code"),
+        ("SELECT b < '40', b < '60', b < '600' FROM t1; 0|0|1 -- No affinity conversions occur.", "code"),
+        ("Expression affinity in SQLite is determined by the following rules:", "list"),
+        ("Use a client/server database engine instead of SQLite for many concurrent writers.", "instruction"),
+        ("Data transfer format", "heading"),
+    ],
+)
+def test_what_is_not_a_claim_is_not_stored(sentence, reason):
+    assert claim_problem(sentence) is not None, reason
+    assert passage_claims("SQLite is an embedded SQL database engine written in C. " + sentence) == [
+        "SQLite is an embedded SQL database engine written in C."
+    ]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "WAL mode permits simultaneous readers and writers.",
+        "SQLite has no DATETIME datatype.",
+        "Tostig Godwinson was killed at the Battle of Stamford Bridge in 1066.",
+        "RA treatment down-regulated IL-17 expression in colon tissues of mice with colitis.",
+        "The SELECT statement does not see changes made after it completes.",
+        "No association was found between serum soluble corin and other composite outcomes.",
+    ],
+)
+def test_claims_are_kept(sentence):
+    assert claim_problem(sentence) is None
+    assert passage_claims(sentence) == [sentence]
+
+
+def test_dropped_sentences_say_why_and_connectors_are_dropped_not_the_claim():
+    found = {c.sentence: c for c in passage_candidates(WAL_DOC)}
+    assert found[next(s for s in found if s.startswith("To avoid"))].problem == "refers to the sentence before"
+    text = "However, SQLite supports partial indexes since version 3.8.0. Note that WAL does not work over NFS."
+    assert passage_claims(text) == [
+        "SQLite supports partial indexes since version 3.8.0.",
+        "WAL does not work over NFS.",
+    ]
+
+
+def test_model_facts_pass_the_same_rules():
+    source = WAL_DOC + " See the WAL documentation for details. SQLite was first released in August 2000."
+    reply = _facts(
+        ("EXTRA synchronous is like FULL with the addition that", "technology", 0.9),
+        ("Hence, if you are using an older version of SQLite, upgrade.", "technology", 0.9),
+        ("See the WAL documentation for details.", "technology", 0.9),
+        ("SQLite was first released in August 2000.", "historical", 0.9),
+    )
+    result = extract_facts(source, URL, model=FakeChatModel([reply]), max_facts=4, categorizer=RULES)
+    assert result.methods[0] == "model" and result.facts[0].fact == "SQLite was first released in August 2000."
+    assert result.rejected == 3 and {why for _, why in result.rejections} == {
+        "ends like a cut sentence",
+        "refers to the sentence before",
+        "a pointer to other text",
+    }
+    assert not any(f.fact.startswith(("Hence", "See")) or f.fact.endswith("that.") for f in result.facts)
+
+
+class _AxisEmbedder:
+    """One axis per category keyword: a logic fake for the prototype rule."""
+
+    model_id, dimension = "axes", 5
+    WORDS = ("price", "version", "plan", "protocol", "born")
+
+    def embed_batch(self, texts):
+        import numpy as np
+
+        rows = []
+        for text in texts:
+            v = np.array([text.lower().count(w) for w in self.WORDS], dtype="float32") + 0.01
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows)
+
+
+def test_prototype_rule_picks_the_nearest_and_is_conservative_when_unsure():
+    cat = PrototypeCategorizer(_AxisEmbedder(), margin=0.05)  # type: ignore[arg-type]
+    assert cat.categorize(["the protocol of the protocol"]) == ["technology"]
+    assert cat.categorize(["born born"]) == ["historical"]
+    # As close to product_info as to technology: the shorter-lived one (re-checked sooner).
+    assert cat.categorize(["version protocol"]) == ["product_info"]
+    assert cat.choose(
+        {"market_data": 0.1, "product_info": 0.2, "strategy": 0.0, "technology": 0.5, "historical": 0.48}
+    ) == ("technology")
+    assert cat.categorize(["苹果的市场份额增长了"]) == ["market_data"]  # CJK: cue words
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_the_labeled_set_is_well_formed():
+    sources = [json.loads(line) for line in (DATA / "extraction_sources.jsonl").read_text().splitlines()]
+    labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
+    by_id = {s["id"]: s for s in sources}
+    assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == {"scifact", "hotpotqa", "sqlite"}
+    assert {s["split"] for s in sources} == {"dev", "heldout"}
+    assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
+    for row in labels:
+        source = by_id[row["source"]]
+        assert row["split"] == source["split"] and row["corpus"] == source["corpus"]
+        assert all(isinstance(row[k], bool) for k in ("standalone", "claim", "complete")), row["id"]
+        assert row["category"] in CATEGORIES if row["claim"] else row["category"] in (None, *CATEGORIES)
+        assert row["fact"].strip()
+    for corpus in ("scifact", "hotpotqa", "sqlite"):
+        assert sum(r["corpus"] == corpus for r in labels) >= 40
+
+
+def test_on_a_real_document_every_fact_from_a_chunk_is_a_whole_sentence_of_the_document():
+    # This repository's README, cut by the corpus chunker (180/30 words, the defaults).
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    document_claims = set(passage_claims(text))
+    chunks = chunk_text(text, 180, 30)
+    from_chunks = [fact for chunk in chunks for fact in passage_claims(chunk)]
+    assert len(chunks) > 10 and len(from_chunks) >= 10
+    assert [f for f in from_chunks if f not in document_claims] == []
+
+
+def test_model_categorizer_uses_the_enum_choice_and_falls_back_on_a_bad_answer():
+    from deepresearch.models.categorize import MODEL_SCHEMA, ModelCategorizer
+
+    model = FakeChatModel([{"category": "technology"}, {"category": "gossip"}, {"category": "gossip"}])
+    chosen = ModelCategorizer(model).categorize(
+        ["WAL mode permits simultaneous readers and writers.", "The company was founded in 1998 in Santa Clara."]
+    )
+    assert chosen == ["technology", "historical"]  # the second: two bad answers → cue words
+    assert model.history[0]["schema"] == MODEL_SCHEMA
+    assert MODEL_SCHEMA["properties"]["category"]["enum"] == list(CATEGORIES)

@@ -57,3 +57,34 @@ def test_fallback_takes_over_when_real_model_output_is_unusable(real_llm):
     assert len(result.facts) >= 2
     assert all(is_grounded(f.fact, PASSAGE) and f.source_url == URL for f in result.facts)
     assert not any(URL in f.fact or "JSON" in f.fact for f in result.facts)
+
+
+# Claims written for this test (none from the labeled set), one per category.
+CATEGORIZED = [
+    ("Shares of the chip maker rose 7% to $131 after quarterly sales beat estimates.", "market_data"),
+    ("Version 2.4 of the editor adds a spell checker and a portable mode.", "product_info"),
+    ("The carmaker intends to invest two billion euros in a battery plant with a partner.", "strategy"),
+    ("In a B-tree, every leaf is at the same depth and internal nodes guide the search by key ranges.", "technology"),
+    ("The composer was born in Salzburg in 1756 and died in Vienna in 1791.", "historical"),
+    ("Aspirin inhibits the enzyme cyclooxygenase and so reduces the synthesis of prostaglandins.", "technology"),
+]
+
+
+def test_prototype_categories_with_the_real_embedder(real_embedder):
+    from deepresearch.models.categorize import PrototypeCategorizer
+
+    categorizer = PrototypeCategorizer(real_embedder)
+    assert categorizer.categorize([t for t, _ in CATEGORIZED]) == [c for _, c in CATEGORIZED]
+
+
+def test_extraction_files_technical_documentation_under_technology_not_strategy(real_embedder):
+    from deepresearch.models.categorize import PrototypeCategorizer
+
+    # SQLite documentation (public domain): the 22-of-39-as-strategy case.
+    text = (
+        "WAL mode permits simultaneous readers and writers. A checkpoint is only able to run to completion, "
+        "and reset the WAL file, if there are no other database connections using the WAL file. In WAL mode, "
+        "SQLite exhibits snapshot isolation."
+    )
+    result = extract_facts(text, "file:///sqlite/isolation.html", categorizer=PrototypeCategorizer(real_embedder))
+    assert len(result.facts) >= 2 and {f.category for f in result.facts} == {"technology"}

@@ -83,8 +83,10 @@ def test_add_rejected_exits_1(home, fake_model):
 
 def test_query_filters_and_invalid_mode(home, fake_model):
     _add(home, "Quarterly revenue of the chip maker rose", "--category", "market_data")
+    bogus = kb(home, "query", "chip revenue", "--lifecycle", "bogus")
+    assert bogus.exit_code == 1 and "use one of off, inform, freshness, lifecycle" in bogus.stderr
     for args in (
-        ["--lifecycle", "bogus"],
+        ["--lifecycle", "freshness"],
         ["--lifecycle", "off", "--category", "market_data"],
         ["--fresh", "high"],
         ["--min-confidence", "0.5", "--top-k", "1"],

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from deepresearch.config import KBConfig
 from deepresearch.db import connect
+from deepresearch.errors import InputError
 from deepresearch.facts import Fact
 from deepresearch.kb.fts import match_expression, search_fts, terms
 from deepresearch.kb.index import Filter
@@ -99,6 +100,10 @@ def degraded_kb(tmp_path_factory):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_kb_query_with_arbitrary_text_never_raises(degraded_kb, text, mode):
     store, _ = degraded_kb
+    if mode == "x":  # an unknown mode is a user error naming the modes (issue 21), whatever the text
+        with pytest.raises(InputError, match="use one of off, inform, freshness, lifecycle"):
+            store.query(text, mode=mode, now=NOW)
+        return
     recall = store.query(text, mode=mode, now=NOW)
     assert recall.degraded and "sqlite-vec" in recall.reason
 

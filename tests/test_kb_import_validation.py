@@ -129,3 +129,75 @@ def test_fuzz_import_records_end_in_import_or_rejections_and_a_clean_check(tmp_p
     if result.exit_code == 0 or data:
         assert len(data["added"]) + len(data["reconfirmed"]) + len(data["rejected"]) >= 1
     _check(home)
+
+
+# --- issue 26: `kb import` restores (default) or links someone else's facts (--link) --------------
+
+FESTIVAL = "The Lisbon harbour festival opens on March 3 with a parade of tall ships."
+MOVED = "The Lisbon harbour festival opens on June 12 with a parade of tall ships."
+
+
+def _kb(home: Path, *args: str) -> Any:
+    result = runner.invoke(app, ["--home", str(home), "kb", *args])
+    assert result.exit_code in (0, 1) and "Traceback" not in result.output, result.output
+    return result
+
+
+def _import_as(home: Path, tmp_path: Path, records: list[dict[str, Any]], *flags: str) -> dict[str, Any]:
+    path = tmp_path / "theirs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return json.loads(_kb(home, "import", str(path), "--json", *flags).stdout)
+
+
+def _stored(home: Path) -> str:
+    return json.loads(_kb(home, "add", FESTIVAL, "--source", "https://mine.example/a", "--json").stdout)["added"][0]
+
+
+THEIRS = {
+    "id": "01THEIRS000000000000000000",
+    "fact": MOVED,
+    "source_url": "https://theirs.example/b",
+    "verified_at": "2099-01-01T00:00:00Z",
+    "created_at": "2099-01-01T00:00:00Z",
+}
+
+
+def test_import_restores_by_default_keeping_ids_and_linking_nothing(home: Path, tmp_path: Path, real_embedder) -> None:
+    mine = _stored(home)
+    data = _import_as(home, tmp_path, [THEIRS])
+    assert data["added"] == [THEIRS["id"]] and data["merged"] == [] and data["flagged"] == []
+    assert json.loads(_kb(home, "history", mine, "--json").stdout)[-1]["event"] == "add"  # untouched
+    assert _import_as(home, tmp_path, [THEIRS], "--restore")["reconfirmed"] == [THEIRS["id"]]  # same id again
+    _check(home)
+
+
+def test_import_link_updates_through_the_write_rule(home: Path, tmp_path: Path, real_embedder) -> None:
+    mine = _stored(home)
+    gone = {
+        **THEIRS,
+        "id": "01THEIRSOLD0000000000000000",
+        "fact": "The Lisbon harbour festival is free.",
+        "status": "superseded",
+        "superseded_by": THEIRS["id"],
+    }
+    data = _import_as(home, tmp_path, [gone, THEIRS], "--link")
+    [merge] = data["merged"]
+    assert merge["old_ids"] == [mine] and merge["kind"] == "update" and merge["new_text"] == MOVED
+    assert data["added"] == [merge["new_id"]] and THEIRS["id"] not in data["added"]  # a new id: linked, not restored
+    assert len(data["rejected"]) == 1 and "--link imports active facts only" in data["rejected"][0]["reason"]
+    history = json.loads(_kb(home, "history", mine, "--json").stdout)
+    assert history[-1]["event"] == "supersede" and history[-1]["new_text"] == MOVED
+    _check(home)
+
+
+def test_import_link_never_lets_an_older_fact_overwrite_a_newer_one(home: Path, tmp_path: Path, real_embedder) -> None:
+    _stored(home)
+    older = {**THEIRS, "verified_at": "2001-01-01T00:00:00Z", "created_at": "2001-01-01T00:00:00Z"}
+    data = _import_as(home, tmp_path, [older], "--link")
+    # verified before mine: my value stays, their source joins it
+    [merge] = data["merged"]
+    assert merge["new_text"] == FESTIVAL
+    facts = json.loads(_kb(home, "query", "Lisbon harbour festival", "--json").stdout)["hits"]
+    assert [h["fact"] for h in facts] == [FESTIVAL]
+    assert sorted(facts[0]["sources"]) == ["https://mine.example/a", "https://theirs.example/b"]
+    _check(home)

@@ -8,6 +8,7 @@ import pytest
 
 from deepresearch.config import KBConfig
 from deepresearch.db import connect
+from deepresearch.errors import InputError
 from deepresearch.facts import CATEGORIES, Fact
 from deepresearch.kb.lifecycle import age_tag, decayed_confidence, effective_mode, visibility
 from deepresearch.kb.store import KnowledgeBase
@@ -79,10 +80,12 @@ def test_off_and_inform_show_everything_undecayed(kb, mode):
     assert set(seen.values()) == {0.8}
 
 
-def test_invalid_mode_falls_back_to_freshness(kb):
-    assert effective_mode("bogus", KBConfig()) == "freshness"
-    assert _visible(kb, "bogus") == _visible(kb, "freshness")
-    assert kb.query("lifecycle probe", mode="nonsense", now=NOW).mode == "freshness"
+def test_invalid_mode_is_an_error_naming_the_modes(kb):
+    with pytest.raises(InputError, match="unknown lifecycle mode 'bogus' — use one of off, inform, freshness"):
+        effective_mode("bogus", KBConfig())
+    with pytest.raises(InputError, match="nonsense"):
+        kb.query("lifecycle probe", mode="nonsense", now=NOW)
+    assert effective_mode(" Lifecycle ", KBConfig()) == "lifecycle"
 
 
 def test_min_confidence_applies_to_decayed_value(kb):

@@ -122,13 +122,13 @@ def test_cat_update_on_write(fake_kb, reply, method, text):
     old_id = fake_kb.add_facts([Fact(OLD_CAT, "https://vet.example/2024")], now=T0).added[0]
     model = FakeChatModel(default=reply)
     result = fake_kb.add_facts([Fact(NEW_CAT, "https://vet.example/2025")], now=T1, model=model)
-    assert result.added == [] and len(result.merged) == 1
+    assert result.reconfirmed == [] and len(result.merged) == 1
     record = result.merged[0]
     assert (record.kind, record.method, record.new_text) == ("update", method, text)
     merged = fake_kb.get(record.new_id)
     assert merged.fact == text and "clingy" in merged.fact
     assert merged.sources == ["https://vet.example/2024", "https://vet.example/2025"]
-    assert merged.verified_at == T1 and result.reconfirmed == [record.new_id]
+    assert merged.verified_at == T1 and result.added == [record.new_id]  # an update adds a value
     old = fake_kb.get(old_id)
     assert (old.status, old.superseded_by, old.fact) == ("superseded", record.new_id, OLD_CAT)
     assert [e.event for e in fake_kb.history(old_id)] == ["add", "supersede"]

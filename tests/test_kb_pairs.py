@@ -11,6 +11,7 @@ from deepresearch.config import KBConfig
 from deepresearch.db import connect
 from deepresearch.facts import Fact
 from deepresearch.kb.compress import clusters
+from deepresearch.kb.merge import value_change
 from deepresearch.kb.pairs import _keys, _may_align, clusters_at_scale, similar_pairs
 from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.store import KnowledgeBase
@@ -100,8 +101,13 @@ def test_the_text_bound_never_drops_a_pair_the_rule_links(tmp_path):
         "Revenue grew 12% in 2023, the company said.",
         "Revenue grew 15% in 2023, the company said.",
         "Paris is the capital of France.",
+        "该片由詹姆斯·卡梅隆执导，于2009年上映。",  # Chinese: one whitespace token, many words
+        "该片由斯蒂夫·康拉德执导，于2009年上映。",
+        "小明喜欢画画，也喜欢在公园里跑步。",
     ]
     kb.add_facts([Fact(t, f"https://t.example/{i}") for i, t in enumerate(texts)], merge=False)
-    keys = _keys(conn, [1, 2, 3, 4, 5])
+    keys = _keys(conn, [1, 2, 3, 4, 5, 6, 7, 8])
     assert _may_align(keys[1], keys[2]) and _may_align(keys[3], keys[4])
     assert not _may_align(keys[1], keys[5])
+    assert value_change(texts[5], texts[6]) is not None and _may_align(keys[6], keys[7])  # kept: the rule links it
+    assert not _may_align(keys[6], keys[8])

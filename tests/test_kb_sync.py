@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -416,13 +417,14 @@ def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
     data = json.loads(result.stdout)
     assert set(data) == {
         "uri", "collection", "direction", "dry_run", "pushed", "deleted", "pulled", "reconfirmed",
-        "skipped", "reused_vectors", "embedded", "created", "remote_dimension", "remote_model",
+        "updated", "flagged", "skipped", "reused_vectors", "embedded", "created", "remote_dimension", "remote_model",
         "seconds", "warnings",
     }  # fmt: skip
     assert (data["pushed"], data["direction"], data["remote_dimension"]) == (4, "push", 384)
+    assert "push:" not in result.stderr  # progress only on a terminal
     result = run("--collection", "cli_sync", "--pull", at=tmp_path / "other")
     assert result.exit_code == 0, result.output
-    assert "pull 4 (reconfirmed 0)" in result.stdout
+    assert "pull 4 (reconfirmed 0, updated 0, conflicts 0)" in result.stdout
     assert "Traceback" not in result.stderr  # milvus-lite's gRPC server noise is silenced
     other = Workspace.open(tmp_path / "other")
     KnowledgeBase(other.db, fake_model, other.config.kb).add_facts(
@@ -440,3 +442,79 @@ def test_cli_push_pull_json_and_exit_codes(uri, home, tmp_path, fake_model):
     assert result.exit_code == 1 and "Error: invalid Milvus collection name 'bad-name'" in result.stderr
     result = run("--collection", "never_pushed", "--pull")
     assert result.exit_code == 1 and "no collection never_pushed" in result.stderr
+
+
+def test_progress_counts_push_and_pull_against_their_totals(uri, open_kb):
+    source, target = open_kb("a"), open_kb("b")
+    source.add_facts(_facts(), now=T0)
+    calls = []
+    sync_milvus(source, uri, "progress", batch=3, progress=lambda *c: calls.append(c), now=T0)
+    sync_milvus(target, uri, "progress", "pull", batch=3, progress=lambda *c: calls.append(c), now=T0)
+    assert calls == [("push", 3, 4), ("push", 4, 4), ("pull", 3, 4), ("pull", 4, 4)]
+
+
+def test_cli_progress_is_one_line_on_a_terminal_and_silent_elsewhere(capsys):
+    from deepresearch.cli.kb_sync import Progress
+
+    clock = iter([0.0, 0.1, 0.5, 0.6, 2.0, 3.0]).__next__
+    progress = Progress(tty=True, clock=clock)
+    for done in (500, 1000, 1500, 2000):  # at 0.1 s: too soon after the last update, skipped
+        progress("push", done, 2000)
+    progress("pull", 400, 800)
+    progress("pull", 800, 800)
+    progress.finish()
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == (
+        "\rpush: 500/2,000 facts (25%)\rpush: 1,500/2,000 facts (75%), 2,000/s"
+        "\rpush: 2,000/2,000 facts (100%), 2,500/s\n\rpull: 400/800 facts (50%)\rpull: 800/800 facts (100%), 400/s\n"
+    )
+    quiet = Progress(tty=False)
+    quiet("push", 1, 2)
+    quiet.finish()
+    assert capsys.readouterr().err == ""
+
+
+def test_rows_of_the_old_shape_are_read_and_the_collection_kept(uri, open_kb, client):
+    """Before Milvus 2.3 support `sources` held a bare list; such milvus-lite collections still sync."""
+    from deepresearch.kb.milvus import fact_row
+
+    source = open_kb("a")
+    ids = source.add_facts(_facts()[:2], now=T0).added
+    source.add_facts([Fact(_facts()[0].fact, "https://example.org/gpu-2")], now=T0 + 1)
+    sync_milvus(source, uri, "old_shape", now=T0 + 2)
+    fact = source.get(ids[0])
+    row, _ = fact_row(fact, [1.0] + [0.0] * 383, "fake-embedder")
+    assert row is not None and row["sources"] == {"urls": ["https://example.com/gpu", "https://example.org/gpu-2"]}
+    client.upsert("old_shape", [{**row, "sources": fact.sources}])  # the old shape: a list
+    target = open_kb("b")
+    assert sync_milvus(target, uri, "old_shape", "pull", now=T0 + 3).pulled == 2
+    assert target.get(ids[0]).sources == fact.sources
+    source.add_facts([Fact("Micron sampled HBM3E memory in 2023", "https://example.com/micron")], now=T0 + 4)
+    assert sync_milvus(source, uri, "old_shape", now=T0 + 5).pushed == 1
+    assert len(_remote_ids(client, "old_shape")) == 3
+
+
+@pytest.mark.slow  # the real embedding model
+def test_a_pulled_older_value_yields_to_the_newer_one_here(uri, open_kb, real_embedder):
+    """B knows the newer value; pulling A's older one keeps B's, stores A's as superseded (a later
+    pull skips it, B's push deletes it remotely) — and A, pulling B's, ends in the same state."""
+    a, b = open_kb("a", real_embedder), open_kb("b", real_embedder)
+    old = a.add_facts([Fact("The staging cluster has 12 nodes.", "https://wiki.example/staging",
+                            category="technology", confidence=0.8)], now=T0).added[0]  # fmt: skip
+    new = b.add_facts([Fact("The staging cluster has 16 nodes.", "https://wiki.example/staging-2025",
+                            category="technology", confidence=0.8)], now=T0 + 100).added[0]  # fmt: skip
+    sync_milvus(a, uri, "older", now=T0 + 110)
+    report = sync_milvus(b, uri, "older", "both", now=T0 + 120)
+    assert (report.pulled, report.updated) == (0, 1)
+    assert (b.get(old).status, b.get(old).superseded_by, b.get(new).status) == ("superseded", new, "active")
+    assert sync_milvus(b, uri, "older", "pull", now=T0 + 130).updated == 0  # skipped, not merged again
+    report = sync_milvus(b, uri, "older", now=T0 + 140)
+    assert (report.pushed, report.deleted) == (1, 1)
+    report = sync_milvus(a, uri, "older", "pull", now=T0 + 150)
+    assert (report.pulled, report.updated) == (0, 1)
+    for kb in (a, b):
+        assert (kb.get(old).status, kb.get(old).superseded_by) == ("superseded", new)
+        assert kb.get(new).fact == "The staging cluster has 16 nodes." and kb.check() == []
+    same = [replace(kb.get(new), sources=sorted(kb.get(new).sources)) for kb in (a, b)]
+    assert same[0] == same[1]  # sources in the order each workspace learned them

@@ -88,7 +88,7 @@ def test_a_broken_cached_model_is_rebuilt(tmp_path, caplog, damage):
     data = path.read_bytes()
     path.write_bytes(data[: size // 2] if damage == "truncated" else os.urandom(4096))
     assert np.array_equal(embedder(cache).embed_batch(SENTENCES), vectors)
-    assert "does not load; rebuilding it" in caplog.text
+    assert "does not match the sha256 recorded when it was written; rebuilding it" in caplog.text
     assert path.read_bytes() == data
 
 

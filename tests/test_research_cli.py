@@ -144,13 +144,21 @@ def test_unwritable_out_file_is_a_clean_error_and_the_run_is_kept(home, fake_emb
 
     ws = Workspace.open(home)
     try:
-        with pytest.raises(InputError, match="cannot write the report to .*it is saved at"):
+        # a folder missing from the start: refused before the run, nothing created
+        with pytest.raises(InputError, match="does not exist"):
+            run_research(ws, "SQLite WAL readers", RunOptions(loops=1), out=tmp_path / "missing" / "r.md")
+        assert RunStore(ws.db).recent() == []
+        # a folder gone by the end of the run: the error names where the report is saved
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        with pytest.raises(InputError, match="cannot write the report.*it is saved at"):
             run_research(
                 ws,
                 "SQLite WAL readers",
                 RunOptions(loops=1),
                 deps=make_deps(ws, fake_embedder),
-                out=tmp_path / "missing" / "r.md",
+                progress=lambda event, **info: gone.rmdir() if event == "report" and gone.exists() else None,
+                out=gone / "r.md",
             )
         (run,) = RunStore(ws.db).recent()
         assert run.status == "done" and Path(run.report_path).is_file()

@@ -145,7 +145,7 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
         run_research(workspace, TOPIC, RunOptions(loops=1), deps=make_deps(workspace, fake_embedder, Boom(), backend))
     store = RunStore(workspace.db)
     (run,) = store.recent()
-    assert run.status == "running" and run.step == "reflect"
+    assert run.status == "interrupted" and run.step == "reflect"  # not left `running` (issue 21, item 7)
     calls_before = list(backend.calls)
     result = run_research(
         workspace, resume=run.id[:12], deps=make_deps(workspace, fake_embedder, RoutedChatModel(), backend)

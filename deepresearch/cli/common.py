@@ -8,6 +8,7 @@ everything is closed when the command ends, whether it returns or raises.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -101,21 +102,43 @@ def open_cache(ctx: typer.Context, ws: Workspace) -> SearchCache:
     return cache
 
 
+# What json.dumps(ensure_ascii=False) leaves raw and a terminal may act on: DEL and C1 controls,
+# line separators, bidi overrides. Inside a JSON string `\uXXXX` is the same text.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def echo_json(data: Any) -> None:
-    """Print `data` as indented JSON on stdout (dataclasses and paths are converted)."""
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
+    """Print `data` as indented JSON on stdout (dataclasses and paths are converted; every control
+    character escaped, so stored text cannot drive the terminal)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=json_default)
+    typer.echo(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
+def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print a line of output that may hold stored text (facts, titles, reports, server errors):
+    escape sequences and other control characters are shown escaped (`text.terminal_safe`);
+    newlines and tabs are kept. Commands print stored text through this, `status`, `warn` or `echo_json`."""
+    from deepresearch.text import terminal_safe
+
+    typer.echo(terminal_safe(message, keep_newlines=True), err=err, nl=nl)
 
 
 def warn(message: str) -> None:
-    """A visible warning line on stderr (credentials in URLs redacted)."""
-    from deepresearch.text import redact_secrets
+    """A visible warning line on stderr (credentials in URLs redacted, control characters escaped)."""
+    from deepresearch.text import redact_secrets, terminal_safe
 
-    typer.secho(f"Warning: {redact_secrets(message)}", err=True, fg=typer.colors.YELLOW)
+    typer.secho(f"Warning: {terminal_safe(redact_secrets(message))}", err=True, fg=typer.colors.YELLOW)
 
 
 def status(message: str) -> None:
-    """A progress line on stderr (stdout stays clean for --json)."""
-    typer.echo(message, err=True)
+    """A progress line on stderr (stdout stays clean for --json; credentials in URLs redacted)."""
+    from deepresearch.text import redact_secrets
+
+    echo(redact_secrets(message), err=True)
+
+
+# Terminal control of our own (not from stored text): back to the line start, clear it.
+CLEAR_LINE = "\r\033[K"
 
 
 def is_tty() -> bool:

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, open_workspace
+from deepresearch.cli.common import echo, echo_json, open_workspace
 
 
 def doctor(
@@ -25,8 +25,8 @@ def doctor(
     else:
         for c in checks:
             mark = ("warn" if c.warning else "ok  ") if c.ok else "FAIL"
-            typer.echo(f"{mark} {c.name:<16} {c.detail}" + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
+            echo(f"{mark} {c.name:<16} {c.detail}" + (f"\n     fix: {c.fix}" if c.fix and not c.ok else ""))
             if c.warning:
-                typer.echo(f"     warning: {c.warning}")
-        typer.echo("all checks passed" if ok else "some checks failed")
+                echo(f"     warning: {c.warning}")
+        echo("all checks passed" if ok else "some checks failed")
     raise typer.Exit(0 if ok else 1)

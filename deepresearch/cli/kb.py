@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import Fresh, echo_json, open_kb, open_workspace, status, warn
+from deepresearch.cli.common import Fresh, echo, echo_json, open_kb, open_workspace, status, warn
 from deepresearch.views import add_result_json, recall_json
 
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
@@ -27,17 +27,17 @@ def _report_add(result: Any, as_json: bool, list_ids: bool = True) -> None:
     if as_json:
         echo_json(add_result_json(result))
     else:
-        typer.echo(
+        echo(
             f"added {len(result.added)}, reconfirmed {len(result.reconfirmed)},"
             f" rejected {len(result.rejected)}"
             + (f", merged {len(result.merged)}" if result.merged else "")
             + (f", flagged {len(result.flagged)}" if result.flagged else "")
         )
         for merge in result.merged:
-            typer.echo(f"merged {merge.old_texts[0]!r} → {merge.new_text!r}")
+            echo(f"merged {merge.old_texts[0]!r} → {merge.new_text!r}")
         if list_ids:
             for ident in [*result.added, *result.reconfirmed]:
-                typer.echo(ident)
+                echo(ident)
     for fact, reason in result.rejected[:MAX_WARNINGS]:
         warn(f"rejected {fact.fact[:60]!r}: {reason}")
     if len(result.rejected) > MAX_WARNINGS:
@@ -76,11 +76,19 @@ def import_(
         help="JSONL file, one {fact, source_url, category, confidence, research_topic, created_at,"
         " verified_at} object per line.",
     ),
+    link: bool = typer.Option(
+        False,
+        "--link/--restore",
+        help="--restore (default): bring back an export as it was — ids, times, status and history links"
+        " kept, nothing merged, so an export/import round trip is lossless. --link: someone else's facts —"
+        " each active one goes through the `kb add` rule with a new id (duplicates reconfirm, updates"
+        " supersede, contradictions are flagged); superseded or expired records are rejected.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Import facts from JSONL (the shape `kb export --format jsonl` writes)."""
+    """Import facts from JSONL (the shape `kb export --format jsonl` writes): a restore, or with --link a merge."""
     kb = open_kb(ctx)
-    result = kb.import_jsonl(file)
+    result = kb.import_jsonl(file, link=link)
     _report_add(result, as_json, list_ids=False)
     if result.rejected and not (result.added or result.reconfirmed):
         raise typer.Exit(1)
@@ -108,7 +116,7 @@ def query(
         None, "--min-confidence", min=0.0, max=1.0, help="Drop facts whose decayed confidence is lower."
     ),
     lifecycle: Optional[str] = typer.Option(
-        None, "--lifecycle", help="off | inform | freshness | lifecycle (invalid → freshness)."
+        None, "--lifecycle", help="off | inform | freshness | lifecycle (default: kb.lifecycle_mode)."
     ),
     fresh: Optional[Fresh] = typer.Option(None, "--fresh", help="Freshness level for freshness mode."),
     category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),
@@ -141,16 +149,16 @@ def query(
     if not recall.hits:
         status(f"no facts found (lifecycle mode: {recall.mode})")
         return
-    typer.echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
+    echo(f"{'conf':>5} {'rel':>5}  {'age':<14} {'category':<13} fact")
     for hit in recall.hits:
         mark = "! " if hit.conflicts_with else ""
-        typer.echo(
+        echo(
             f"{hit.confidence:5.2f} {hit.relevance:5.2f}  {age_tag(hit.age_days):<14} {hit.category:<13}"
             f" {mark}{hit.fact}"
         )
-        typer.echo(f"{'':42}{hit.source_url}  [{hit.id}]  ({_expiry_tag(hit)})")
+        echo(f"{'':42}{hit.source_url}  [{hit.id}]  ({_expiry_tag(hit)})")
         if hit.conflicts_with:
-            typer.echo(f"{'':42}! contradicts {', '.join(hit.conflicts_with)} — see `deepresearch kb conflicts`")
+            echo(f"{'':42}! contradicts {', '.join(hit.conflicts_with)} — see `deepresearch kb conflicts`")
 
 
 @app.command("sweep")
@@ -175,7 +183,7 @@ def sweep(
     if as_json:
         echo_json(result)
     elif not quiet:
-        typer.echo(result.summary())
+        echo(result.summary())
 
 
 @app.command("history")
@@ -196,7 +204,7 @@ def history(
         when = datetime.fromtimestamp(e.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
         text = f"{e.old_text!r} → {e.new_text!r}" if e.old_text and e.new_text else repr(e.new_text or e.old_text or "")
         detail = f"  ({e.detail})" if e.detail else ""
-        typer.echo(f"{when}  {e.event:<10} {text}{detail}")
+        echo(f"{when}  {e.event:<10} {text}{detail}")
 
 
 @app.command("check")
@@ -212,10 +220,10 @@ def check(
         echo_json({"ok": not problems, "problems": problems, "vectors_not_checked": unchecked})
     else:
         if unchecked:
-            typer.echo(f"note: vectors not checked — sqlite-vec is not available ({unchecked})")
+            echo(f"note: vectors not checked — sqlite-vec is not available ({unchecked})")
         for problem in problems:
-            typer.echo(f"problem: {problem}")
-        typer.echo("ok: facts, vectors and FTS agree" if not problems else f"{len(problems)} problem(s)")
+            echo(f"problem: {problem}")
+        echo("ok: facts, vectors and FTS agree" if not problems else f"{len(problems)} problem(s)")
     if problems:
         raise typer.Exit(1)
 
@@ -231,17 +239,17 @@ def stats(
     if as_json:
         echo_json(data)
         return
-    typer.echo(f"facts: {data['total']}  " + "  ".join(f"{k}: {v}" for k, v in data["by_status"].items()))
-    typer.echo(f"embedding model: {data['embedding_model']} ({data['embedding_dimension']}-d)")
+    echo(f"facts: {data['total']}  " + "  ".join(f"{k}: {v}" for k, v in data["by_status"].items()))
+    echo(f"embedding model: {data['embedding_model']} ({data['embedding_dimension']}-d)")
     for title in ("by_category", "age_histogram", "expiring_within_7_days", "confidence_histogram"):
-        typer.echo(f"{title.replace('_', ' ')}:")
+        echo(f"{title.replace('_', ' ')}:")
         for key, value in data[title].items():
             if isinstance(value, dict):
                 value = ", ".join(f"{k} {v}" for k, v in value.items())
-            typer.echo(f"  {key:<16} {value}")
-    typer.echo("top sources:")
+            echo(f"  {key:<16} {value}")
+    echo("top sources:")
     for row in data["top_sources"]:
-        typer.echo(f"  {row['facts']:>5}  {row['url']}")
+        echo(f"  {row['facts']:>5}  {row['url']}")
 
 
 @app.command("export")
@@ -254,20 +262,26 @@ def export(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
     """Export every fact with id, status and sources (the interchange shape `kb import` reads)."""
+    import sys
     import tempfile
 
     if output is None and fmt is ExportFormat.parquet:
-        typer.echo("Error: parquet is binary — pass --output FILE", err=True)
+        echo("Error: parquet is binary — pass --output FILE", err=True)
         raise typer.Exit(2)
-    kb = open_kb(ctx)
+    ws = open_workspace(ctx)
+    kb = open_kb(ctx, ws)
     if output is not None:
-        count = kb.export(output, fmt.value, overwrite=force)
+        count = kb.export(output, fmt.value, overwrite=force, private=ws.config.workspace.private)
         status(f"exported {count} facts to {output}")
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"facts.{fmt.value}"
         kb.export(path, fmt.value)
-        typer.echo(path.read_text(encoding="utf-8"), nl=False)
+        data = path.read_text(encoding="utf-8")
+        if sys.stdout.isatty():  # for reading: stored escape sequences shown escaped
+            echo(data, nl=False)
+        else:  # for a pipe or file: the data exactly as `kb import` reads it back
+            typer.echo(data, nl=False)
 
 
 @app.command("compress")
@@ -297,13 +311,13 @@ def compress(
         return
     verb = "would merge" if dry_run else "merged"
     for merge in result.merges:
-        typer.echo(f"{verb} ({merge.kind}, {merge.method}):")
+        echo(f"{verb} ({merge.kind}, {merge.method}):")
         for old in merge.old_texts:
-            typer.echo(f"  - {old}")
-        typer.echo(f"  → {merge.new_text}" + (f"  [{merge.new_id}]" if merge.new_id else ""))
+            echo(f"  - {old}")
+        echo(f"  → {merge.new_text}" + (f"  [{merge.new_id}]" if merge.new_id else ""))
     for fact_id, other, reason in result.flagged:
-        typer.echo(f"flagged {fact_id} vs {other}: {reason}")
-    typer.echo(
+        echo(f"flagged {fact_id} vs {other}: {reason}")
+    echo(
         f"{result.facts} active facts, {result.clusters} clusters, {verb} {len(result.merges)},"
         f" flagged {len(result.flagged)}" + (" (dry run: nothing written)" if dry_run else "")
     )
@@ -325,9 +339,9 @@ def conflicts(
     if not found:
         status("no open conflicts")
     for c in found:
-        typer.echo(f"{c.fact_id}  {texts[c.fact_id]}")
-        typer.echo(f"{c.other_id}  {texts[c.other_id]}")
-        typer.echo(f"  reason: {c.reason}" + ("  (resolved)" if c.resolved_at else ""))
+        echo(f"{c.fact_id}  {texts[c.fact_id]}")
+        echo(f"{c.other_id}  {texts[c.other_id]}")
+        echo(f"  reason: {c.reason}" + ("  (resolved)" if c.resolved_at else ""))
 
 
 @app.command("reembed")
@@ -342,4 +356,4 @@ def reembed(
     if as_json:
         echo_json({"facts": count, "model": model})
     else:
-        typer.echo(f"re-embedded {count} facts with {model}")
+        echo(f"re-embedded {count} facts with {model}")

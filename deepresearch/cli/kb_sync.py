@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_kb, status, warn
+from deepresearch.cli.common import echo_json, is_tty, open_kb, warn
 
 sync_app = typer.Typer(help="Synchronise the knowledge base with a vector database.", no_args_is_help=True)
+
+
+class Progress:
+    """Push/pull progress as one self-updating stderr line per stage, at most 4 updates a second;
+    silent when stderr is not a terminal (stdout, and so --json, never carries it)."""
+
+    def __init__(self, tty: bool, clock: Callable[[], float] = time.monotonic):
+        self.tty, self.clock = tty, clock
+        self.stage, self.started, self.shown, self.first = "", 0.0, 0.0, 0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """Called by the sync after each batch: facts done of total in `stage` (push | pull)."""
+        if not self.tty:
+            return
+        now = self.clock()
+        if stage != self.stage:
+            self.finish()
+            self.stage, self.started, self.shown, self.first = stage, now, 0.0, done
+        elif now - self.shown < 0.25 and done < total:
+            return
+        self.shown = now
+        share = f" ({100 * done // total}%)" if total else ""
+        rate = f", {(done - self.first) / (now - self.started):,.0f}/s" if now > self.started else ""
+        typer.echo(f"\r{stage}: {done:,}/{total:,} facts{share}{rate}", err=True, nl=False)
+
+    def finish(self) -> None:
+        """End the current line (a no-op when none is open)."""
+        if self.stage:
+            typer.echo("", err=True)
+            self.stage = ""
 
 
 def _direction(push: bool, pull: bool, both: bool) -> str:
@@ -35,18 +66,18 @@ def milvus(
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
     direction = _direction(push, pull, both)
     from deepresearch.kb.sync import sync_milvus, validate_collection
+    from deepresearch.text import redact_secrets
 
     validate_collection(collection)  # fail before opening the workspace or loading anything
 
-    def progress(stage: str, done: int, total: int) -> None:
-        if is_tty():
-            status(f"{stage}: {done}/{total}" if total else f"{stage}: {done} read")
-
     kb = open_kb(ctx)
+    progress = Progress(is_tty())
+    ctx.call_on_close(progress.finish)  # an error ends the progress line too
     report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
+    progress.finish()
     for message in report.warnings[:20]:
         warn(message)
-    if as_json:
-        echo_json(report.to_dict())
+    if as_json:  # a server URL may carry user:password@ (printed redacted, as everywhere)
+        echo_json({**report.to_dict(), "uri": redact_secrets(report.uri)})
     else:
         typer.echo(report.summary())

@@ -41,7 +41,7 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
             from deepresearch.cli.common import DATABASE
             from deepresearch.db import sqlite_user_error
             from deepresearch.errors import user_message
-            from deepresearch.text import redact_secrets
+            from deepresearch.text import redact_secrets, terminal_safe
 
             # SQLite's locked/read-only/corrupt errors name the database the command opened (the KB,
             # the corpus), also when the library already turned one into a user error while connecting.
@@ -53,7 +53,7 @@ class _ErrorTranslatingGroup(typer.core.TyperGroup):
             message = user_message(named or exc)
             if message is None or os.environ.get(RAISE_ENV):
                 raise
-            typer.echo(f"Error: {redact_secrets(message)}", err=True)
+            typer.echo(f"Error: {terminal_safe(redact_secrets(message), keep_newlines=True)}", err=True)
             raise typer.Exit(1) from None
 
 

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo_json, open_kb, open_workspace, status, warn
+from deepresearch.cli.common import echo, echo_json, open_kb, open_workspace, status, warn
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
 
@@ -28,17 +28,19 @@ def list_models(
 ) -> None:
     """Show the configured model and the GGUF models shipped in installed packages."""
     from deepresearch.models.shipped import available_models
+    from deepresearch.text import redact_secrets
 
     ws = open_workspace(ctx)
-    rows = available_models(ws.config.llm)
+    # a server's base URL may carry user:password@ or ?api_key=: printed redacted, also in --json
+    rows = [{**row, "path": row["path"] and redact_secrets(row["path"])} for row in available_models(ws.config.llm)]
     if json_out:
         echo_json(rows)
         return
     for row in rows:
         name = row["name"] + (" (default)" if row.get("default") else "")
         context = f"ctx {row['n_ctx']}" if row.get("n_ctx") else ""
-        typer.echo(f"{name:<38} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
-        typer.echo(f"{'':<38} {row['path'] or '-'}")
+        echo(f"{name:<38} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
+        echo(f"{'':<38} {row['path'] or '-'}")
 
 
 @app.command("info")
@@ -56,7 +58,7 @@ def info(
         echo_json(details)
         return
     for key, value in details.items():
-        typer.echo(f"{key:<14} {_size(value) if key == 'size_bytes' else value}")
+        echo(f"{key:<14} {_size(value) if key == 'size_bytes' else value}")
 
 
 def ask(
@@ -79,7 +81,7 @@ def ask(
     if json_out:
         echo_json({k: v for k, v in answer.__dict__.items() if k not in ("data", "extra")})
         return
-    typer.echo(answer.text.strip())
+    echo(answer.text.strip())
     status(
         f"[{answer.model}: {answer.prompt_tokens} prompt + {answer.completion_tokens} generated tokens, "
         f"{answer.seconds:.1f} s]"
@@ -137,7 +139,7 @@ def extract(
         )
     else:
         for f, method in zip(result.facts, result.methods, strict=True):
-            typer.echo(f"- {f.fact}  [{f.category}, {f.confidence:.2f}, {method}]")
+            echo(f"- {f.fact}  [{f.category}, {f.confidence:.2f}, {method}]")
     status(
         f"{len(result.facts)} facts from {doc.url} ({result.methods.count('model')} model, "
         f"{result.methods.count('fallback')} fallback; {result.rejected} model proposals rejected)"

@@ -7,7 +7,17 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import Fresh, echo_json, is_tty, open_workspace, search_backend, status, warn
+from deepresearch.cli.common import (
+    CLEAR_LINE,
+    Fresh,
+    echo,
+    echo_json,
+    is_tty,
+    open_workspace,
+    search_backend,
+    status,
+    warn,
+)
 from deepresearch.research.progress import describe
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
@@ -17,11 +27,14 @@ def _progress(event: str, **info: Any) -> None:
     """Progress on stderr: a line per step; a live status line on a terminal while the model works."""
     if event == "model":
         if is_tty():
-            typer.echo(f"\r\033[K… model: {info['what']}", err=True, nl=False)
+            typer.echo(CLEAR_LINE, err=True, nl=False)
+            echo(f"… model: {info['what']}", err=True, nl=False)
         return
     line = describe(event, **info)
     if line:
-        status(("\r\033[K" if is_tty() else "") + line)
+        if is_tty():
+            typer.echo(CLEAR_LINE, err=True, nl=False)
+        status(line)
 
 
 def research(
@@ -36,7 +49,7 @@ def research(
         None,
         "--lifecycle",
         help="How recalled facts are filtered and worded: off | inform | freshness | lifecycle"
-        " (invalid → freshness, as for KB_LIFECYCLE_MODE and kb query).",
+        " (anything else is an error, as for KB_LIFECYCLE_MODE and kb query).",
     ),
     backend: Optional[str] = typer.Option(
         None, "--backend", callback=search_backend, help="Search backend: corpus | zim | searxng (or any registered)."
@@ -88,7 +101,7 @@ def research(
     if as_json:
         echo_json(result)
     else:
-        typer.echo(result.report)
+        echo(result.report)
     status(f"report saved: {result.report_path} (run {result.run_id})")
     failure = result.failure()
     if failure:
@@ -133,9 +146,9 @@ def runs_show(
     if as_json:
         echo_json(record)
     elif record.report:
-        typer.echo(record.report)
+        echo(record.report)
     else:
-        typer.echo(
+        echo(
             f"run {record.id} stopped before its report (step {record.step}); "
             f"continue it with `deepresearch research --resume {record.id}`"
         )
@@ -151,4 +164,7 @@ def _print_runs(records: list[Any], as_json: bool) -> None:
         status("no runs")
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
-        typer.echo(f"{r.id}  {when}  {r.status:<7}  {(r.stop_reason or r.step):<13}  {r.topic}")
+        echo(f"{r.id}  {when}  {r.status:<11}  {(r.stop_reason or r.step):<13}  {r.topic}")
+    stopped = [r.id for r in records if r.status in ("interrupted", "failed")]
+    if stopped:
+        status(f"continue an interrupted or failed run with `deepresearch research --resume {stopped[0]}`")

@@ -137,11 +137,12 @@ def stats(conn: Any, now: float | None = None) -> dict[str, Any]:
     return result
 
 
-def export(conn: Any, path: Path | str, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
+def export(conn: Any, path: Path | str, fmt: str = "jsonl", *, overwrite: bool = False, private: bool = False) -> int:
     """Write all facts to `path` as jsonl, csv or parquet; returns the number of rows.
 
     The file appears only complete (written next to it, then renamed); an existing file is
-    refused unless `overwrite`, and kept as it was when writing fails.
+    refused unless `overwrite`, and kept as it was when writing fails; only a regular file is
+    ever replaced (see `files.atomic_output`); `private` makes it 0600.
     """
     from deepresearch.files import atomic_output
 
@@ -151,7 +152,7 @@ def export(conn: Any, path: Path | str, fmt: str = "jsonl", *, overwrite: bool =
     if fmt == "csv":  # CSV has no list type: sources become a JSON array string
         cols = cols.replace("sources", "to_json(sources)::varchar as sources")
     options = {"jsonl": "format json", "csv": "format csv, header true", "parquet": "format parquet"}[fmt]
-    with atomic_output(Path(path), overwrite=overwrite) as tmp:
+    with atomic_output(Path(path), overwrite=overwrite, private=private) as tmp:
         con = _duck(conn)
         try:
             target = str(tmp).replace("'", "''")

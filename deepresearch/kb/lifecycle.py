@@ -23,7 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deepresearch.facts import CATEGORIES, DEFAULT_LIFECYCLE_MODE, LIFECYCLE_MODES, normalize_category
+from deepresearch.errors import InputError
+from deepresearch.facts import CATEGORIES, LIFECYCLE_MODES, normalize_category
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -34,11 +35,11 @@ DAY = 86400.0
 
 
 def effective_mode(mode: str | None, config: KBConfig) -> str:
-    """The lifecycle mode to use: the given one, else the config's; anything unknown → freshness."""
+    """The lifecycle mode to use: the given one, else the config's; an unknown one is an InputError
+    naming the valid modes (as every other invalid option or environment value is)."""
     chosen = str(mode if mode is not None else config.lifecycle_mode).strip().lower()
     if chosen not in LIFECYCLE_MODES:
-        log.warning("unknown lifecycle mode %r; using %r", mode, DEFAULT_LIFECYCLE_MODE)
-        return DEFAULT_LIFECYCLE_MODE
+        raise InputError(f"unknown lifecycle mode {mode!r} — use one of {', '.join(LIFECYCLE_MODES)}")
     return chosen
 
 

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import DeepResearchError, ModelError
 from deepresearch.facts import Fact
+from deepresearch.kb.align import Token, join, opcodes, regions, tokens, unspaced
+from deepresearch.kb.claims import compare, separable
 from deepresearch.text import STOPWORDS, content_words, numbers, stem, words
 
 if TYPE_CHECKING:
@@ -105,133 +107,17 @@ def replaced_stems(older: str, newer: str) -> set[str]:
     for tag, i1, i2, j1, j2 in _opcodes(old, new):
         if tag == "replace" and _is_swap(old[i1:i2], new[j1:j2], old_stems, new_stems):
             out |= _stems(" ".join(old[i1:i2]))
+    slot = compare(older, newer)
+    if slot.change is not None:  # the changed value, however the words split (Chinese: no spaces)
+        out |= _stems(slot.old_value)
     return out - new_stems
 
 
-_PUNCT = ".,;:!?\"'()[]“”‘’«»"
-
-
-def _is_month(token: str) -> bool:
-    """A capitalized month name or its abbreviation ("May", "Jan", "Sept.")."""
-    w = token.strip(_PUNCT)
-    low = w.lower()
-    return w[:1].isupper() and low[:3] in _MONTHS and (len(low) == 3 or low == "sept" or low in _TIME_WORDS | {"may"})
-
-
-def _dated(token: str) -> bool:
-    """A number, a date word or a magnitude ("12", "July", "Jan", "billion"): part of a value."""
-    return bool(numbers(token)) or _word(token) in _TIME_WORDS | _MAGNITUDES or _is_month(token)
-
-
-def _value(span: list[str], initial: bool, text: str) -> str | None:
-    """'value' for a number, a date or a name (the kind of span an update or contradiction
-    changes), 'maybe' for a lone capitalized first word, None for anything else — a span with
-    any other content word ("12 homes" → "3 barns") changes more than a value.
-
-    A sentence's first word is capitalized anyway, so alone there ("Dogs" → "Cats") it is only a
-    name if the text capitalizes it again later ("Facebook purchased … Facebook's bid")."""
-    content = [t.strip(_PUNCT) for t in span if _stems(t) or _dated(t)]
-    if not content or not all(_dated(t) or t[:1].isupper() for t in content):
-        return None
-    if any(_dated(t) for t in content):
-        return "value"
-    first = content[0]
-    if initial and len(content) == 1 and span[0].strip(_PUNCT) == first and not any(c.isupper() for c in first[1:]):
-        tokens = text.split()
-        # capitalized again, and not merely because another sentence starts there
-        later = {
-            _word(t)
-            for p, t in zip(tokens, tokens[1:], strict=False)
-            if t.strip(_PUNCT)[:1].isupper() and p[-1:] not in ".!?"
-        }
-        return "value" if _word(first) in later else "maybe"
-    return "value"
-
-
-def _bare(span: list[str]) -> str:
-    """A value as reported: no surrounding punctuation, no possessive ("Spain's" is "Spain")."""
-    text = " ".join(span).strip(_PUNCT)
-    return text[:-2] if text.endswith(("'s", "’s")) else text
-
-
-def _word(token: str) -> str:
-    """A token as a word to match exactly: lower case, no punctuation, no plural or possessive 's'.
-
-    Stricter than `_key` (a six-letter prefix, where 'police' matches 'policemen'): a value
-    change needs every word outside the value to be the same word on both sides."""
-    w = token.lower().strip(_PUNCT)
-    w = w[:-2] if w.endswith(("'s", "’s")) else w
-    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-
-
-def _separable(tokens: list[str], i1: int, i2: int) -> bool:
-    """Whether tokens[i1:i2], present on one side only, is a detail of its own (a clause or
-    phrase set off by a function word or punctuation: "… old and very clingy", "Momo, a tabby,")
-    rather than a word that changes the phrase it sits in ("10 Afghan civilians" → "5 Afghan")."""
-    first, before = tokens[i1], tokens[i1 - 1] if i1 else ""
-    if first[:1] in "(,;:—–-" or before[-1:] in ",;:(—–-":
-        return True
-    return _word(first) in STOPWORDS or (i1 == 0 and tokens[i2 - 1][-1:] in ",;:")
-
-
 def value_change(older: str, newer: str, *, min_shared: int = 4, min_aligned: float = 0.7) -> str | None:
-    """'old → new' when the texts align and differ in one value (a number, date or name, maybe
-    repeated) plus separable details only one side has; None when they differ in anything else.
-
-    Outside the value, aligned words must be the same words (up to a plural or possessive 's');
-    a word only one side has must belong to a detail of its own (`_separable`): "kills 10 Afghan
-    civilians" vs "kills 5 Afghan policemen" changes the victims too, not only their number.
-    `min_shared` content stems must be common to both (the subject and attribute words) and at
-    least `min_aligned` of the shorter text must align, so a lone shared word is not evidence.
-    """
-    old, new = _tokens(older), _tokens(newer)
-    matcher = SequenceMatcher(None, [_word(t) for t in old], [_word(t) for t in new], autojunk=False)
-    ops = [(str(tag), i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
-    if sum(tag != "equal" for tag, *_ in ops) > MAX_EDITS:
-        return None
-    equal = [t for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2]]
-    if len(equal) < min_aligned * min(len(old), len(new)) or len(_stems(" ".join(equal))) < min_shared:
-        return None
-    swaps = set()
-    for tag, i1, i2, j1, j2 in ops:
-        if tag in ("insert", "delete"):
-            span = old[i1:i2] + new[j1:j2]
-            if _TIME_WORDS.intersection(words(" ".join(span))):
-                return None  # one side is pinned to a day or month the other does not name
-            wordy = [t for t in span if not numbers(t) and _stems(t)]  # numbers: part of a value slot
-            if wordy and not (_separable(old, i1, i2) if i2 > i1 else _separable(new, j1, j2)):
-                return None  # a content word inside the aligned frame: another claim, not another value
-            continue
-        if tag != "replace":
-            continue
-        o, n = old[i1:i2], new[j1:j2]
-        if len(o) > 3 or len(n) > 3 or _kind(o) != _kind(n) or _function_words(o) != _function_words(n):
-            return None  # "at least 19" vs "26", "in Paris" vs "by Hugo": another role, not another value
-        kinds = {_value(o, i1 == 0, older), _value(n, j1 == 0, newer)}
-        if None in kinds or kinds == {"maybe"}:
-            return None  # not a value, or two capitalized first words with no sign of being names
-        swaps.add((_bare(o), _bare(n)))
-    if len(swaps) != 1:
-        return None  # nothing replaced (a duplicate), or two values: another subject's value
-    before, after = swaps.pop()
-    if numbers(before) and numbers(before) == numbers(after):
-        return None  # "$200" / "200 USD": the same value written another way, not a change
-    if not numbers(before) and _spelling_variant(before, after):
-        return None  # "Syria" / "Syrian", "Egypt" / "Egyptian": the same name written another way
-    return f"{before} → {after}"
-
-
-def _is_date(change: str) -> bool:
-    """A value change between two dates (years, days, month names and nothing else)."""
-    rest = [w for w in words(change) if not w.isdigit() and w not in _TIME_WORDS and w[:3] not in _MONTHS]
-    return bool(_YEAR.match(max(numbers(change), key=len, default=""))) and not rest
-
-
-def _spelling_variant(a: str, b: str) -> bool:
-    """Two names that are one name spelled, inflected or abbreviated differently."""
-    a, b = sorted((a.lower().replace(".", ""), b.lower().replace(".", "")), key=len)
-    initials = "".join(w[:1] for w in b.split())
-    return SequenceMatcher(None, a, b).ratio() >= 0.6 or a in (initials, b[: len(a)]) or a[:4] == b[:4]
+    """'old → new' when the texts are one claim with one slot's value changed (kb/claims.py:
+    a number, date, name or title, changed wherever it appears, plus details only one side has);
+    None when they differ in anything else."""
+    return compare(older, newer, min_shared=min_shared, min_aligned=min_aligned).change
 
 
 def _names(text: str) -> set[str]:
@@ -242,20 +128,25 @@ def _names(text: str) -> set[str]:
 def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
     """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts.
 
-    `near` pairs (cosine >= kb.duplicate_similarity) may be the same claim in other words; a
-    pair that is only related (cosine >= kb.related_similarity) must align word by word and
-    differ in one value (see `value_change`) to be an update or a contradiction."""
-    change = value_change(older.fact, newer.fact)
-    if change is not None and _is_date(change):
-        # only the date differs: another date for the same event, not a claim about another time
-        return direction(older, newer, f"changes {change}")
-    apart = _apart(older.fact, newer.fact, change)
+    One claim with one slot's value changed (`claims.compare`) is an update or a contradiction
+    at any cosine; two values changed, or another day, keeps them apart at any cosine. Beyond
+    that, `near` pairs (cosine >= kb.duplicate_similarity) may be the same claim in other words —
+    except in Chinese/Japanese, which the embedding model does not read (there only an aligned
+    text with nothing replaced is the same claim)."""
+    found = compare(older.fact, newer.fact)
+    if found.change is not None:
+        return direction(older, newer, f"changes {found.change}")
+    if found.apart:
+        return "distinct", found.apart
+    if unspaced(older.fact) or unspaced(newer.fact):
+        if found.same:
+            return "duplicate", "same claim (aligned, details only one side has)"
+        return "distinct", "not the same claim with another value (the cosine cannot tell in this script)"
+    apart = _apart(older.fact, newer.fact)
     if apart:
         return "distinct", apart
     if not near:
-        if change is None:
-            return "distinct", "related, but not the same claim with another value"
-        return direction(older, newer, f"changes {change}")
+        return "distinct", "related, but not the same claim with another value"
     changes = changed_values(older.fact, newer.fact)
     if not changes:
         return "duplicate", "same claim"
@@ -264,12 +155,14 @@ def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
 
 def kept_apart(older: str, newer: str) -> str | None:
     """Why two texts are claims about different times or subjects, never to be linked (None: they may be)."""
-    return _apart(older, newer, value_change(older, newer))
+    found = compare(older, newer)
+    if found.change is not None:
+        return None
+    return found.apart or _apart(older, newer)
 
 
-def _apart(older: str, newer: str, change: str | None) -> str | None:
-    if change is not None and _is_date(change):
-        return None  # another date for the same event
+def _apart(older: str, newer: str) -> str | None:
+    """For texts that are not one claim with one value changed: signs of different times or subjects."""
     on, nn = numbers(older), numbers(newer)
     if any(_YEAR.match(n) for n in on - nn) and any(_YEAR.match(n) for n in nn - on):
         return "different years: claims about different times"
@@ -323,30 +216,46 @@ def fusion_problem(older: str, newer: str, merged: str) -> str | None:
 
 
 def _aligned(older: str, newer: str) -> str | None:
-    """Newer's words where the texts align or values were swapped, older's extra words kept in
-    place; None when the texts are reordered rather than aligned."""
-    old, new = _tokens(older), _tokens(newer)
-    old_stems, new_stems = _stems(older), _stems(newer)
-    ops = _opcodes(old, new)
-    same = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal")
-    if same < 0.5 * min(len(old), len(new)) or sum(tag != "equal" for tag, *_ in ops) > MAX_EDITS:
+    """The newer text with the older one's extra words kept in place: every aligned, inserted or
+    replaced stretch is the newer fact's words, every stretch only the older fact has is its
+    words as written (unless merely moved). Nothing else is ever put together, so each part is
+    what one source said in the place it said it. None when the texts are reordered rather than
+    aligned, or an old and a new number would stand side by side. A replaced stretch keeps the
+    old words beside the new ones only when both are phrases of their own (set off by a function
+    word or punctuation): a replaced value ("Pump 4:" → "Pump 12:") is never kept beside its successor."""
+    old, new = tokens(older.rstrip(_END)), tokens(newer.rstrip(_END))
+    ops = opcodes(old, new)
+    same = sum(not t.glue for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2])
+    solid = min(sum(not t.glue for t in old), sum(not t.glue for t in new))
+    spans = regions(old, new)
+    if same < 0.5 * solid or len(spans) > MAX_EDITS:
         return None
-    new_keys = {_key(t) for t in new}
-    out: list[str] = []
-    for tag, i1, i2, j1, j2 in ops:
-        if tag == "delete":  # a detail only the old fact has: keep it (unless merely moved)
-            out += [t for t in old[i1:i2] if not (_key(t) in new_keys and _stems(t))]
-        elif tag != "replace" or _is_swap(old[i1:i2], new[j1:j2], old_stems, new_stems):
-            out += new[j1:j2]
-        elif _stems(" ".join(new[j1:j2])) - old_stems:
-            out += new[j1:j2] + old[i1:i2]  # an added clause next to an old one: keep both
-        else:
+    new_keys, old_keys = {t.key for t in new if not t.glue}, {t.key for t in old if not t.glue}
+    out: list[Token] = []
+    at = 0  # position in `new` up to which tokens are placed
+    for i1, i2, j1, j2 in spans:
+        out += new[at:j1]
+        at = j2
+        if j2 > j1 and i2 > i1 and {t.key for t in new[j1:j2] if not t.glue} <= old_keys:
             return None  # the same words in another order: not alignable
-    kept = numbers(" ".join(out))
-    if (numbers(older) - numbers(newer)) & kept and numbers(newer) - numbers(older):
+        kept = [t for t in old[i1:i2] if t.glue or t.key not in new_keys]  # unless merely moved
+        if j2 == j1 and any(not t.glue for t in kept):  # a detail only the old fact has: keep it ...
+            if any(s[1] == i1 and s[3] > s[2] for s in spans):
+                return None  # ... unless it describes the replaced value ("Ruiz, a poet"): not the new one's
+            if out and i1 and out[-1].key == old[i1 - 1].key:
+                out[-1] = Token(out[-1].sep, old[i1 - 1].text, out[-1].key)  # with its comma
+            out += kept
+        elif i2 > i1 and any(not t.glue for t in kept) and separable(old, i1, i2) and separable(new, j1, j2):
+            out += new[j1:j2] + old[i1:i2]  # a new phrase where an old one was ("by Jobs" / "in Cupertino"): both
+        else:
+            out += new[j1:j2]  # inserted words, or a replaced value: the newer fact's
+    out += new[at:]
+    text = join(out)
+    kept_numbers = numbers(text)
+    if (numbers(older) - numbers(newer)) & kept_numbers and numbers(newer) - numbers(older):
         return None  # an old and a new number side by side: the alignment missed the update
-    end = newer[-1:] if newer[-1:] in _END.strip() else older[-1:]
-    return " ".join(out) + (end if end in _END.strip() else "")
+    end = newer.rstrip()[-1:] if newer.rstrip()[-1:] in _END.strip() else older.rstrip()[-1:]
+    return text + (end if end in _END.strip() else "")
 
 
 def mechanical_merge(older: str, newer: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -32,6 +33,9 @@ LIMITS = {"fact": 8192, "source_url": 8192, "research_topic": 4096, "category": 
 MAX_SOURCES_BYTES = 60_000
 # Codes pymilvus uses for "could not connect" (2) and rate limiting (8); plus gRPC wording.
 RETRIABLE_CODES = {2, 8}
+# "auth check failure" (code 1800 on Milvus 2.3) and the gRPC status a token-checking proxy returns
+AUTH_CODES = {1800, 1801, 1802, 1803, 1804}
+AUTH_WORDS = ("auth check fail", "authenticat", "unauthenticated", "username and password", "permission denied")
 RETRIABLE_WORDS = (
     "unavailable",
     "timed out",
@@ -72,13 +76,37 @@ def resolve_uri(uri: str) -> str:
     return str(path.resolve())
 
 
-def default_client(uri: str, timeout: float) -> Any:
-    """A pymilvus client; `timeout` bounds the connect (each call gets its own, see `Remote.call`)."""
+def default_client(uri: str, timeout: float, token: str = "") -> Any:
+    """A pymilvus client; `timeout` bounds the connect (each call gets its own, see `Remote.call`);
+    `token` (user:password or an API key) for a server with authorization on."""
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
         raise DeepResearchError(f"Milvus sync needs pymilvus — {INSTALL_FIX}") from exc
-    return MilvusClient(uri=uri, timeout=timeout)
+    return MilvusClient(uri=uri, timeout=timeout, token=token)
+
+
+def token_from_env(name: str) -> str:
+    """The credentials in environment variable `name` (kb.milvus.token_env), "" when unset."""
+    return os.environ.get(name, "").strip() if name else ""
+
+
+def auth_refusal(exc: BaseException | None) -> BaseException | None:
+    """The error saying the server refused the credentials (or needs some), None if none does:
+    retrying cannot help then. pymilvus reports a refused connect as "Fail connecting … or server
+    unavailable" (code 2); the gRPC error it wraps (`__cause__`) says UNAUTHENTICATED."""
+    for _ in range(4):  # the error and the ones it wraps
+        if exc is None:
+            return None
+        code = getattr(exc, "code", None)
+        if callable(code):  # grpc.RpcError
+            with contextlib.suppress(Exception):
+                code = code().name
+        message = _short(exc).lower()
+        if code in AUTH_CODES or code == "UNAUTHENTICATED" or any(word in message for word in AUTH_WORDS):
+            return exc
+        exc = exc.__cause__
+    return None
 
 
 def is_retriable(exc: BaseException) -> bool:
@@ -104,8 +132,8 @@ class Remote:
     errors through `retry.Retry`: one call, retries and waits included, ends within
     kb.milvus.timeout × (kb.milvus.max_retries + 1)."""
 
-    def __init__(self, uri: str, factory: Callable[[str, float], Any], policy: Retry):
-        self.uri, self.policy = uri, policy
+    def __init__(self, uri: str, factory: Callable[[str, float], Any], policy: Retry, secret: str = ""):
+        self.uri, self.policy, self.secret = uri, policy, secret
         self.client = self._retry("connect", lambda seconds: factory(uri, seconds))
 
     @classmethod
@@ -116,9 +144,13 @@ class Remote:
         factory: Callable[[str, float], Any] = default_client,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Remote:
-        """A client for `uri` with the deadline and retries of `settings` (kb.milvus)."""
+        """A client for `uri` with the deadline and retries of `settings` (kb.milvus); the default
+        factory sends the credentials of `settings.token_env`, kept out of every message."""
         policy = Retry(settings.max_retries, settings.backoff_seconds, settings.timeout, sleep=sleep)
-        return cls(uri, factory, policy)
+        token = token_from_env(settings.token_env)
+        if factory is default_client:
+            return cls(uri, lambda u, seconds: default_client(u, seconds, token), policy, token)
+        return cls(uri, factory, policy, token)
 
     def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """client.op(*args, **kwargs, timeout=…) with retries; failures become SearchError naming the uri."""
@@ -135,12 +167,19 @@ class Remote:
             except DeepResearchError:
                 raise
             except Exception as exc:
+                refusal = auth_refusal(exc)
+                if refusal is not None:
+                    raise SearchError(
+                        f"Milvus at {self.uri} refused the credentials ({op}): {self._short(refusal)} — put"
+                        " user:password (or an API key) in the environment variable named by"
+                        " kb.milvus.token_env (default MILVUS_TOKEN)"
+                    ) from None
                 if not is_retriable(exc):
                     raise SearchError(
-                        f"Milvus at {self.uri} failed ({op}): {_short(exc)} — check the uri, the"
+                        f"Milvus at {self.uri} failed ({op}): {self._short(exc)} — check the uri, the"
                         " collection and the server log"
                     ) from exc
-                raise TryAgain(_short(exc)) from exc
+                raise TryAgain(self._short(exc)) from exc
 
         try:
             return self.policy.call(attempt, f"Milvus {op}")
@@ -155,9 +194,19 @@ class Remote:
         with contextlib.suppress(Exception):
             self.client.close()
 
+    def _short(self, exc: BaseException) -> str:
+        """The error's message, one line, the credentials blanked (a server may echo them)."""
+        text = _short(exc)
+        for secret in {self.secret, *self.secret.split(":", 1)[1:]} - {""}:
+            text = text.replace(secret, "***")
+        return text
+
 
 def _short(exc: BaseException) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    details = getattr(exc, "details", None)  # a gRPC error's own words (its str() is a long repr)
+    with contextlib.suppress(Exception):
+        details = details() if callable(details) else None
+    message = details or getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return " ".join(str(message).split())[:300]
 
 
@@ -192,7 +241,7 @@ def schema(dimension: int) -> Any:
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
     for name in ("fact", "source_url"):
         schema.add_field(name, DataType.VARCHAR, max_length=LIMITS[name])
-    schema.add_field("sources", DataType.JSON)
+    schema.add_field("sources", DataType.JSON)  # {"urls": [...]}: Milvus 2.3 takes only objects here
     schema.add_field("category", DataType.VARCHAR, max_length=LIMITS["category"])
     schema.add_field("confidence", DataType.DOUBLE)
     schema.add_field("research_topic", DataType.VARCHAR, max_length=LIMITS["research_topic"])
@@ -250,6 +299,7 @@ def create(remote: Remote, collection: str, dimension: int, model: str) -> None:
         schema=schema(dimension),
         index_params=index,
         properties={MODEL_PROPERTY: model},
+        consistency_level="Strong",  # a pull right after another workspace's push sees all of it
     )
 
 
@@ -266,7 +316,7 @@ def fact_row(fact: Fact, vector: Any, model: str) -> tuple[dict[str, Any] | None
         "vector": [float(x) for x in vector],
         "fact": fact.fact,
         "source_url": fact.source_url,
-        "sources": sources,
+        "sources": {"urls": sources},
         "category": fact.category,
         "confidence": float(fact.confidence),
         "research_topic": fact.research_topic,
@@ -276,3 +326,13 @@ def fact_row(fact: Fact, vector: Any, model: str) -> tuple[dict[str, Any] | None
         "status": fact.status,
         "embedding_model": model,
     }, None
+
+
+def source_urls(row: dict[str, Any]) -> list[str]:
+    """The source URLs of a remote row: `sources` is {"urls": [...]}, or a bare list in rows that
+    milvus-lite collections got before that shape (read as they are: no migration needed)."""
+    value = row.get("sources")
+    if isinstance(value, dict):
+        value = value.get("urls")
+    urls = [s for s in value if isinstance(s, str) and s] if isinstance(value, list) else []
+    return urls or [row["source_url"]]

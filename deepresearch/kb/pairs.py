@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deepresearch.facts import Fact
+from deepresearch.kb.align import tokens
 from deepresearch.kb.codes import CodeIndex, vector_chunks
 from deepresearch.kb.index import STATUSES
 from deepresearch.kb.merge import relation
 from deepresearch.kb.rows import select_facts
-from deepresearch.text import stem
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -80,18 +80,18 @@ def clusters_at_scale(
 
 
 def _keys(conn: Any, rids: list[int]) -> dict[int, Counter[str]]:
-    """Per fact, its tokens as `merge.value_change` aligns them (lower-cased, stripped, stemmed)."""
+    """Per fact, its tokens' keys as `claims.compare` aligns them (kb/align.py; punctuation left out)."""
     out: dict[int, Counter[str]] = {}
     for start in range(0, len(rids), 900):
         part = rids[start : start + 900]
         for rid, text in conn.execute(f"select rid, fact from facts where rid in ({','.join('?' * len(part))})", part):
-            out[rid] = Counter(stem(t.lower().strip(".,;:!?\"'()[]")) for t in text.strip().rstrip(" .。!！;").split())
+            out[rid] = Counter(t.key for t in tokens(text) if not t.glue)
     return out
 
 
 def _may_align(x: Counter[str], y: Counter[str]) -> bool:
-    """False when the texts cannot align well enough for `value_change` (≥ 70% of the shorter
-    text's tokens equal in order — at most the shared tokens), so `relation` would say distinct.
+    """False when the texts cannot align well enough for `claims.compare` (≥ 70% of the shorter
+    text's non-punctuation tokens equal in order — at most the shared ones), so `relation` would say distinct.
     One token of slack: the bound must never drop a pair the rule would link."""
     return sum((x & y).values()) >= 0.7 * min(sum(x.values()), sum(y.values())) - 1
 

@@ -6,6 +6,7 @@ path (kb/write.py) then applies the plan inside its transaction.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,10 +14,12 @@ import numpy as np
 
 from deepresearch.facts import Fact
 from deepresearch.kb import lifecycle
+from deepresearch.kb.align import PUNCT, UNSPACED_RUN, known_word, proper, segment, unspaced
 from deepresearch.kb.classify import decide
 from deepresearch.kb.index import FACT_VEC, Filter, one_blas_thread
 from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.rows import select_facts
+from deepresearch.text import content_words
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from deepresearch.models.llm import ChatModel
 
 CANDIDATES = 8  # nearest stored facts compared with each new one
+LEXICAL_CANDIDATES = 4  # and the stored facts sharing the most words with it
 
 
 @dataclass
@@ -66,6 +70,59 @@ def neighbours(
     ]
 
 
+def lexical_neighbours(conn: Any, text: str, k: int = LEXICAL_CANDIDATES) -> list[int]:
+    """Active facts holding the words of `text`'s frame (FTS5 trigrams, best BM25 first): the pairs
+    the rule can align even where the embedding model puts them apart — a swapped name moves
+    MiniLM's cosine to ~0.5, and it does not read Chinese at all (unrelated Chinese facts score ≈ 1).
+    All anchor terms must match (AND), so the query stays selective in a large knowledge base."""
+    anchors = anchor_terms(text)
+    if not anchors:
+        return []
+    expr = " AND ".join('"' + t.replace('"', '""') + '"' for t in anchors)
+    rows = conn.execute(
+        "select f.rid from fact_fts join facts f on f.rid = fact_fts.rowid"
+        " where fact_fts match ? and f.status = 'active' order by bm25(fact_fts) limit ?",
+        (expr, k),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def anchor_terms(text: str, n: int = 3) -> list[str]:
+    """Terms a fact with one changed value still shares with `text`: its `n` longest lower-case
+    words without digits (a changed value is a number, a date or a capitalized name); in
+    Chinese/Japanese, `n` three-character pieces of common words spread over the text."""
+    if unspaced(text):
+        grams = [g for run in _plain_runs(text) for g in _trigrams(run)]
+        step = max(1, len(grams) // n)
+        return grams[::step][:n]
+    capitalized = {w.strip(PUNCT).lower() for w in text.split() if w.strip(PUNCT)[:1].isupper()}
+    found = [
+        w
+        for w in dict.fromkeys(content_words(text))
+        if len(w) >= 4 and not any(c.isdigit() for c in w) and w not in capitalized and re.fullmatch(r"[\w'-]+", w)
+    ]
+    return sorted(found, key=len, reverse=True)[:n]
+
+
+def _plain_runs(text: str) -> list[str]:
+    """Runs of Chinese/Japanese characters outside names and numbers (jieba's common words)."""
+    runs: list[str] = []
+    for run in UNSPACED_RUN.findall(text):
+        current = ""
+        for word in segment(run):
+            if known_word(word) and not proper(word):
+                current += word
+            else:
+                runs.append(current)
+                current = ""
+        runs.append(current)
+    return [r for r in runs if len(r) >= 3]
+
+
+def _trigrams(run: str) -> list[str]:
+    return [run[i : i + 3] for i in range(len(run) - 2)]
+
+
 def plan_batch(
     conn: Any,
     config: KBConfig,
@@ -83,6 +140,9 @@ def plan_batch(
     """
     threshold, near = config.related_similarity, config.duplicate_similarity
     found = neighbours(conn, config, indexes, matrix, threshold, k=CANDIDATES)
+    for hits, fact in zip(found, facts, strict=True):  # the rule aligns words: so do candidates
+        vector_hits = {rid for rid, _ in hits}
+        hits += [(rid, threshold) for rid in lexical_neighbours(conn, fact.fact) if rid not in vector_hits]
     rows, stored_facts = select_facts(conn, "rid", sorted({rid for hits in found for rid, _ in hits}))
     stored: dict[int, Fact] = {r[0]: f for r, f in zip(rows, stored_facts, strict=True)}
     inner = np.asarray(matrix, dtype=np.float32) @ np.asarray(matrix, dtype=np.float32).T

@@ -23,9 +23,9 @@ class MergeRecord:
 class AddResult:
     """Outcome of `add_facts`: new ids, reconfirmed ids, and rejected facts with reasons.
 
-    A near-duplicate merged into a stored fact lists the resulting fact in `reconfirmed`
-    (the claim was known) and the merge itself in `merged`; a contradiction is added and
-    its (id, other id, reason) listed in `flagged`.
+    A near duplicate merged into a stored fact lists the resulting fact in `reconfirmed` (the
+    claim was known), an update of one value ("changes 2 → 3") in `added` (a new value), and the merge
+    itself in `merged`; a contradiction is added and its (id, other id, reason) listed in `flagged`.
     """
 
     added: list[str] = field(default_factory=list)

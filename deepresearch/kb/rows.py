@@ -126,13 +126,17 @@ def insert(
     log_event(conn, fact.id, event, now, old_text, fact.fact, detail)
 
 
-def add_sources(conn: Any, fact_id: str, urls: Iterable[str], now: float) -> None:
-    """Attach source URLs to a fact (known ones are ignored)."""
+def add_sources(conn: Any, fact_id: str, urls: Iterable[str], now: float) -> list[str]:
+    """Attach source URLs to a fact (known ones are ignored); return the ones that were new."""
+    added = []
     for url in urls:
-        conn.execute(
+        cursor = conn.execute(
             "insert or ignore into fact_sources (fact_id, url, added_at) values (?,?,?)",
             (fact_id, url, now),
         )
+        if cursor.rowcount > 0:
+            added.append(url)
+    return added
 
 
 def write_vector(conn: Any, rid: int, fact: Fact, vector: np.ndarray) -> None:
@@ -161,18 +165,20 @@ def sync_vector_meta(conn: Any, rid: int) -> None:
 
 def reconfirm(conn: Any, fact_id: str, new: Fact, now: float, config: KBConfig) -> None:
     """Another source confirms a stored fact: later verification, higher confidence, reactivated."""
-    rid, category, confidence, verified, status = conn.execute(
-        "select rid, category, confidence, verified_at, status from facts where id = ?", (fact_id,)
+    rid, text, category, confidence, verified, status = conn.execute(
+        "select rid, fact, category, confidence, verified_at, status from facts where id = ?", (fact_id,)
     ).fetchone()
     verified = max(verified, new.verified_at)
     conn.execute(
         "update facts set confidence = ?, verified_at = ?, expires_at = ?, status = 'active' where rid = ?",
         (max(confidence, new.confidence), verified, lifecycle.expires_at(category, verified, config), rid),
     )
-    add_sources(conn, fact_id, new.sources or [new.source_url], now)
+    added = add_sources(conn, fact_id, new.sources or [new.source_url], now)
     sync_vector_meta(conn, rid)
-    detail = f"source {new.source_url}" + ("; reactivated" if status == "expired" else "")
-    log_event(conn, fact_id, "reconfirm", now, None, None, detail)
+    # the history names what this reconfirmation brought (its new sources), and the text confirmed
+    detail = f"source {', '.join(added)}" if added else f"source {new.source_url} (already known)"
+    detail += "; reactivated" if status == "expired" else ""
+    log_event(conn, fact_id, "reconfirm", now, None, text, detail)
 
 
 def log_event(

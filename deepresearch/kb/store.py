@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from deepresearch.db import transaction
@@ -128,12 +129,60 @@ class KnowledgeBase:
             self.conn, self.config, self.indexes, self._vectors(embedder), facts, now, keep_identity=True
         )
 
-    def import_jsonl(self, path: Any, now: float | None = None) -> AddResult:
-        """Import facts from JSONL in the interchange shape (the one `export` writes)."""
+    def receive_facts(
+        self, facts: list[Fact], now: float | None = None, *, embedder: Embedder | None = None
+    ) -> AddResult:
+        """Store facts from another workspace (sync pulls) through the write path of `add_facts`,
+        keeping their ids, times and sources: a newer value of a fact here supersedes it (under the
+        received id), a disagreeing one is flagged as a conflict, as if it had been added here.
+
+        Merge candidates come from the in-RAM matrix from the first fact on (below
+        kb.bit_index_min_facts): a pull stores facts in bulk, and one matrix product per batch
+        finds the same neighbours as a vec0 scan per fact, ≈ 100× sooner at 10k facts."""
+        now = time.time() if now is None else now
+        return write.store_facts(
+            self.conn,
+            self.config.model_copy(update={"ram_index_min_facts": 0}),
+            self.indexes,
+            self._vectors(embedder),
+            facts,
+            now,
+            keep_identity=True,
+            merge=True,
+            model=self.merge_model,
+        )
+
+    def import_jsonl(self, path: Any, now: float | None = None, *, link: bool = False) -> AddResult:
+        """Import facts from JSONL in the interchange shape (the one `export` writes).
+
+        A restore (the default) keeps ids, times, status and history links and merges nothing: a
+        round trip of `kb export` gives the same knowledge base back. With `link` the facts are
+        someone else's: each active one goes through the write path (`link_facts`)."""
         now = time.time() if now is None else now
         facts, rejected = analytics.read_jsonl(path, now, self.config, self._stored_texts)
-        result = self.import_facts(facts, now)
+        result = self.link_facts(facts, now) if link else self.import_facts(facts, now)
         result.rejected = rejected + result.rejected
+        return result
+
+    def link_facts(self, facts: list[Fact], now: float | None = None, batch: int = 256) -> AddResult:
+        """Add facts from elsewhere through the write path, oldest verification first, in batches:
+        new ids, their own times, confidence and sources kept, and each one linked like `kb add`
+        (a duplicate reconfirms, an update supersedes, a contradiction is flagged). Records that
+        are not active (superseded or expired where they come from) are rejected: their history
+        belongs to the other knowledge base (a restore brings it)."""
+        now = time.time() if now is None else now
+        result = AddResult()
+        active = []
+        for fact in facts:
+            if fact.status not in ("", "active"):
+                result.rejected.append((fact, f"status {fact.status}: --link imports active facts only (--restore)"))
+            else:
+                active.append(replace(fact, id="", status="active", superseded_by=None, expires_at=None))
+        active.sort(key=lambda f: (f.verified_at, f.created_at))
+        for start in range(0, len(active), batch):
+            part = self.add_facts(active[start : start + batch], now)
+            for name in ("added", "reconfirmed", "rejected", "merged", "flagged"):
+                getattr(result, name).extend(getattr(part, name))
         return result
 
     def _stored_texts(self, ids: list[str]) -> dict[str, str]:
@@ -220,6 +269,6 @@ class KnowledgeBase:
         """Counts by category/status, age histogram, expiring soon, confidence, top sources (DuckDB)."""
         return analytics.stats(self.conn, now=now)
 
-    def export(self, path: Any, fmt: str = "jsonl", *, overwrite: bool = False) -> int:
-        """Write every fact (with id, status, sources) as jsonl, csv or parquet via DuckDB."""
-        return analytics.export(self.conn, path, fmt, overwrite=overwrite)
+    def export(self, path: Any, fmt: str = "jsonl", *, overwrite: bool = False, private: bool = False) -> int:
+        """Write every fact (with id, status, sources) as jsonl, csv or parquet via DuckDB (0600 if `private`)."""
+        return analytics.export(self.conn, path, fmt, overwrite=overwrite, private=private)

@@ -4,10 +4,13 @@ Push is incremental. Every KB change appends a `fact_history` row, so the last p
 history `seq` per (uri, collection) is kept in `meta`; a push sends only facts with newer
 history rows: active ones are upserted (primary key = the fact's ULID), superseded, expired
 or purged ones are deleted, and facts that passed their `expires_at` without a sweep are
-deleted remotely by filter. Pull reads the remote facts that are new here or verified more
-recently and stores them through the KB's own write path (`KnowledgeBase.import_facts` with the
-remote ids kept, the path `kb import` uses), so exact-duplicate dedup and reconfirm rules
-apply and pulled facts keep their ids, times and source URLs. A pull stores the remote
+deleted remotely by filter. A push that fails writes no watermark, so the next one resends the
+same changes; upserts by id make that idempotent. Pull reads the remote facts that are new here
+or verified more recently. Those new here go through the write path of `kb add`
+(`KnowledgeBase.receive_facts`: merge planning on, ids, times and sources kept), so a newer
+value of a fact here supersedes it under the pulled id and a disagreeing one is flagged as a
+conflict, as if added here; those known here by id are reconfirmed (`import_facts`, the path
+`kb import` uses). A pull stores the remote
 vectors when the collection was built with the local embedding model (its id is a collection
 property and a field of every row), else it re-embeds the pulled facts with the local model.
 
@@ -37,6 +40,7 @@ from deepresearch.kb.milvus import (
     fact_row,
     quiet_pymilvus,
     resolve_uri,
+    source_urls,
     validate_collection,
 )
 from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
@@ -63,6 +67,8 @@ class SyncReport:
     deleted: int = 0
     pulled: int = 0
     reconfirmed: int = 0
+    updated: int = 0  # pulled facts that replaced (superseded) a fact here: a newer value, or a fusion
+    flagged: int = 0  # pulled facts that contradict a fact here: both kept, an open conflict
     skipped: int = 0
     reused_vectors: int = 0
     embedded: int = 0
@@ -79,7 +85,10 @@ class SyncReport:
         if self.direction in ("push", "both"):
             parts.append(f"{would}push {self.pushed}, {would}delete {self.deleted}")
         if self.direction in ("pull", "both"):
-            parts.append(f"{would}pull {self.pulled} (reconfirmed {self.reconfirmed})")
+            parts.append(
+                f"{would}pull {self.pulled} (reconfirmed {self.reconfirmed}, updated {self.updated},"
+                f" conflicts {self.flagged})"
+            )
         return (
             f"milvus {self.collection}: {'; '.join(parts)}; skipped {self.skipped};"
             f" dimension {self.remote_dimension}; {self.seconds:.2f}s"
@@ -204,8 +213,7 @@ def _delete_expired(remote: Remote, collection: str, now: float, dry_run: bool) 
     """Remote facts past expires_at that no local event removed (no sweep ran yet)."""
     expr = f"expires_at >= 0 and expires_at < {now!r}"
     if dry_run:
-        rows = remote.call("query", collection, filter=expr, output_fields=["count(*)"])
-        return int(rows[0]["count(*)"]) if rows else 0
+        return _count(remote, collection, expr)
     result = remote.call("delete", collection, filter=expr)
     count = result.get("delete_count") if isinstance(result, dict) else None
     return int(count) if count is not None else len(result or [])
@@ -219,10 +227,31 @@ PULL_FIELDS = [
 ]  # fmt: skip
 
 
-def _remote_batches(remote: Remote, collection: str, now: float, batch: int, vectors: bool) -> Iterator[list[dict]]:
-    expr = f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
-    fields = [*PULL_FIELDS, "vector"] if vectors else PULL_FIELDS
-    iterator = remote.call("query_iterator", collection, batch_size=batch, filter=expr, output_fields=fields)
+def _live(now: float) -> str:
+    """The filter of the remote facts a pull reads: active and not past `expires_at`."""
+    return f'status == "active" and (expires_at < 0 or expires_at >= {now!r})'
+
+
+def _count(remote: Remote, collection: str, expr: str) -> int:
+    """How many remote rows match `expr` (a dry run's count of rows past expiry)."""
+    found = remote.call("query", collection, filter=expr, output_fields=["count(*)"], consistency_level="Strong")
+    return int(found[0]["count(*)"]) if found else 0
+
+
+def _rows_about(remote: Remote, collection: str) -> int:
+    """The collection's row count from its statistics: a pull's progress total, cheap but rough
+    (expired rows count); a filtered count(*) scans every row (milvus-lite: > 30 s at 100k)."""
+    stats = remote.call("get_collection_stats", collection)
+    return int(stats.get("row_count") or 0) if isinstance(stats, dict) else 0
+
+
+def _remote_batches(remote: Remote, collection: str, now: float, batch: int) -> Iterator[list[dict]]:
+    """The live remote rows without their vectors (a pull that finds nothing new reads no vectors)."""
+    # Strong: a collection made before deepresearch asked for it at creation may be "Bounded"
+    iterator = remote.call(
+        "query_iterator", collection, batch_size=batch, filter=_live(now), output_fields=PULL_FIELDS,
+        consistency_level="Strong",
+    )  # fmt: skip
     try:
         while True:
             rows = remote.next_batch(iterator)
@@ -253,7 +282,7 @@ def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     }
     wanted, skipped = [], 0
     for r in rows:
-        remote_sources = [s for s in (r.get("sources") or [r["source_url"]]) if s]
+        remote_sources = source_urls(r)
         state = local.get(r["id"])
         if state is None and r["id"] in deleted:
             skipped += 1  # purged here: a pull must not bring it back
@@ -323,6 +352,37 @@ class _RemoteVectors(Embedder):
         return np.stack([self.table[t] for t in texts]).astype(np.float32)
 
 
+def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _RemoteVectors,
+                  report: SyncReport) -> list[str]:  # fmt: skip
+    """Store pulled facts; returns the ids added. Facts new here go through the write path of
+    `kb add` (merged with or flagged against the facts here, ids and times kept); facts known
+    here by id are reconfirmed (later verification, new sources) as `kb import` does."""
+    known = {
+        r[0]
+        for r in kb.conn.execute(
+            f"select id from facts where id in ({','.join('?' * len(wanted))})", [f.id for f in wanted]
+        )
+    }
+    added: list[str] = []
+    for facts, store in (
+        ([f for f in wanted if f.id in known], kb.import_facts),
+        ([f for f in wanted if f.id not in known], kb.receive_facts),
+    ):
+        if not facts:
+            continue
+        result = store(facts, now, embedder=vectors)
+        merged = {m.new_id for m in result.merged}
+        report.pulled += len(result.added)
+        report.updated += len(merged)
+        report.reconfirmed += len(set(result.reconfirmed) - merged)
+        report.flagged += len(result.flagged)
+        report.skipped += len(result.rejected)
+        added += result.added
+        for fact, reason in result.rejected[:20]:
+            report.warnings.append(f"remote fact {fact.id} rejected: {reason}")
+    return added
+
+
 def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
           now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
     from deepresearch.errors import NotFound
@@ -336,29 +396,27 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     before = rows.last_seq(conn)
     pushed_upto = _read_watermark(conn, key)
     added: set[str] = set()
-    seen = 0
+    seen, total = 0, _rows_about(remote, collection) if progress else 0
     vectors = None
     if not report.dry_run:
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
         # rows say which model made their vector; fetch vectors unless the collection says "another"
         vectors = _RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
-    for batch_rows in _remote_batches(remote, collection, now, batch, vectors is not None and vectors.reuse):
+    for batch_rows in _remote_batches(remote, collection, now, batch):
         seen += len(batch_rows)
         wanted, skipped = _wanted(conn, batch_rows)
         report.skipped += skipped
         if report.dry_run:
             report.pulled += len(wanted)
         elif wanted and vectors is not None:
-            vectors.add(batch_rows)
-            result = kb.import_facts(wanted, now, embedder=vectors)
-            report.pulled += len(result.added)
-            report.reconfirmed += len(result.reconfirmed)
-            report.skipped += len(result.rejected)
-            added.update(result.added)
-            for fact, reason in result.rejected[:20]:
-                report.warnings.append(f"remote fact {fact.id} rejected: {reason}")
+            if vectors.reuse:  # the vectors of the rows to store only
+                fields = ["id", "fact", "embedding_model", "vector"]
+                vectors.add(remote.call("get", collection, ids=[f.id for f in wanted], output_fields=fields))
+            added.update(_store_pulled(kb, wanted, now, vectors, report))
         if progress:
-            progress("pull", seen, 0)
+            progress("pull", seen, max(total, seen))
+    if progress and seen != total:
+        progress("pull", seen, seen)  # the rough total was off (expired rows): end at 100 %
     if vectors is not None:
         report.reused_vectors, report.embedded = vectors.served, vectors.embedded
     if report.dry_run or pushed_upto != before:

@@ -133,10 +133,16 @@ def store_facts(
                 result.reconfirmed.append(by_hash[digest])
                 batch_ids[n] = by_hash[digest]
                 continue
+            if n in plan and not keep_identity and rows.find_by_hash(conn, digest) is not None:
+                del plan[n]  # another writer stored this very text since planning: reconfirmed below
             action = plan.get(n)
             if action is not None and action.kind == "merge" and action.fact is not None:
+                if keep_identity:
+                    _keep_received(conn, action, fact, batch_ids)
                 merged_id = _apply_merge(conn, config, action, batch_ids, embedded, now, result)
                 if merged_id is not None:
+                    if keep_identity and merged_id != fact.id:
+                        _store_superseded(conn, fact, merged_id, embedded.get(fact.fact), now)
                     batch_ids[n] = by_hash[digest] = merged_id
                     continue
             existing = None
@@ -216,14 +222,45 @@ def _apply_merge(
     if target is None or merged is None or decision is None:
         return None  # another writer changed the target since planning: store it plainly
     old_text = conn.execute("select fact from facts where id = ?", (target,)).fetchone()[0]
-    cleaned, problem = clean(merged, now, False, config)
+    cleaned, problem = clean(merged, now, bool(merged.id), config)  # an id: a received fact's (see below)
     if problem:
         log.info("merge skipped: %s", problem)
         return None
     new = rows.supersede(conn, [target], cleaned, embedded.get(cleaned.fact), now, f"merge: {decision.kind}", config)
     result.merged.append(MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new))
-    result.reconfirmed.append(new)
+    if target in result.added:  # a fact of this batch, merged on the way in: it is the one added
+        result.added[result.added.index(target)] = new
+    else:  # a changed value ("changes 2 → 3") is a fact added; a rewording only confirms what was known
+        (result.added if decision.reason.startswith("changes ") else result.reconfirmed).append(new)
     return new
+
+
+def _keep_received(conn: Any, action: Action, incoming: Fact, batch_ids: dict[int, str]) -> None:
+    """A fact received from another workspace (a sync pull) that merges into a fact here keeps its
+    id and times when it is the newer of the two: the other workspace made that same merge, so both
+    end with the same fact under the same id. When the fact here is newer the merge stays local."""
+    target = _batch_target(conn, action.target, batch_ids)
+    row = conn.execute("select verified_at from facts where id = ?", (target,)).fetchone()
+    if action.fact is None or row is None or incoming.verified_at < row[0]:
+        return
+    action.fact = replace(
+        action.fact,
+        id=incoming.id,
+        category=incoming.category,
+        created_at=incoming.created_at,
+        verified_at=incoming.verified_at,
+        expires_at=incoming.expires_at,
+    )
+
+
+def _store_superseded(conn: Any, incoming: Fact, by: str, vector: Any, now: float) -> None:
+    """Keep a received fact that a newer fact here replaces, as superseded by it: a later pull then
+    skips it, and the next push deletes it remotely (the newer value goes out instead)."""
+    if conn.execute("select 1 from facts where id = ?", (incoming.id,)).fetchone():
+        return
+    old = replace(incoming, status="superseded", superseded_by=by)
+    rows.insert(conn, old, vector, now, event="add", detail=f"received; superseded by {by}")
+    rows.log_event(conn, incoming.id, "supersede", now, incoming.fact, None, f"superseded by {by} (received)")
 
 
 def absorb(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,17 @@ def max_seq_length(folder: Path, default: int = 256) -> int:
         except (ValueError, KeyError, TypeError):
             log.warning("cannot read max_seq_length from %s; using %d", config, default)
     return default
+
+
+def import_onnxruntime() -> Any:
+    """onnxruntime with its telemetry off (an offline tool): without ORT_DISABLE_TELEMETRY at import,
+    onnxruntime 1.2x writes a device id and an event store under $XDG_CACHE_HOME/Microsoft, and
+    prints a coloured warning when that folder cannot be written."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime as ort
+
+    ort.disable_telemetry_events()
+    return ort
 
 
 class OnnxEmbedder(Embedder):
@@ -112,7 +124,7 @@ class OnnxEmbedder(Embedder):
                         " model.onnx and tokenizer.json, or embedding.backend: sentence-transformers"
                     )
             try:
-                import onnxruntime as ort
+                ort = import_onnxruntime()
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise ModelNotFound(

@@ -12,7 +12,10 @@ the export's never-firing NaN guard after each softmax dropped, GELU and attenti
 onnxruntime's BiasGelu and MultiHeadAttention kernels (ingest 0.58 → 0.89× torch). The copy
 is keyed by sha256 of the ONNX file, the correction and `FORMAT`, written atomically (copies of
 older sources are removed) and never downloaded; where the cache folder cannot be written the
-same bytes are built in memory.
+same bytes are built in memory. The file is trusted by its content, not its name: a record of
+its sha256 and stat is written beside it, and a symbolic link, a file whose bytes changed, or a
+file or folder another user owns or can write is rebuilt (in memory, with a warning naming the
+fix, when the folder itself is not private).
 
 No `onnx` package at run time: the ONNX protobuf is edited on the wire (ModelProto field 7 is
 the graph, 8 an opset import; GraphProto field 1 a node, 5 an initializer, 12 an output;
@@ -169,31 +172,134 @@ def corrected_model(
     onnx_path: Path, correction: Path, cache_dir: Path, *, rebuild: bool = False
 ) -> Path | bytes | None:
     """The corrected model: a file in `cache_dir` (built on first use), its bytes if that folder cannot
-    be written, or None when the correction does not fit the ONNX file (use the file as it is)."""
+    be written or is not private, or None when the correction does not fit the ONNX file (use the file
+    as it is). A cached file is used only while it is verified (`verified`); else it is rebuilt."""
     target = cache_dir / f"{onnx_path.stem}-corrected-{cache_key(onnx_path, correction)}.onnx"
-    if target.is_file() and not rebuild:
-        return target
+    unsafe = folder_problem(cache_dir)
+    if unsafe is None and not rebuild and os.path.lexists(target):
+        problem = verified(target)
+        if problem is None:
+            return target
+        log.warning("%s; rebuilding it", problem)
     weights = corrected_weights(onnx_path, correction)
     if weights is None:
         return None
     with onnx_path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as raw:
         pieces = rewrite(raw, weights)
     del weights
+    if unsafe is not None:
+        log.warning("%s; the corrected embedding model is built in memory instead (≈0.3 s per process)", unsafe)
+        return b"".join(pieces)
+    return _write(target, pieces, onnx_path.stem)
+
+
+# --- the cached file is trusted by its content, not its name ---------------------------------
+# Beside each cached model, `<name>.sha256.json` records the sha256 of the bytes written and the
+# file's stat after the rename. A load that finds the same stat (size, mtime, ctime, inode, device:
+# ctime cannot be set back, any write or rename changes it) trusts the file for the cost of two
+# stat calls; any other stat re-hashes the file (≈30 ms for 34 MB) and rebuilds it on a mismatch.
+# A symbolic link, or a file or folder another user owns or can write, is never trusted.
+RECORD_SUFFIX = ".sha256.json"
+
+
+def _stat_record(info: os.stat_result) -> dict[str, int]:
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
+
+
+def _not_private(info: os.stat_result) -> str | None:
+    """Why an entry with this (l)stat is not ours alone to write, or None."""
+    import stat
+
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        return f"is owned by another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def folder_problem(cache_dir: Path) -> str | None:
+    """Why files in `cache_dir` cannot be trusted (another user owns it or can write to it), or None
+    (also when it does not exist yet: it is created 0700)."""
+    try:
+        info = cache_dir.stat()
+    except OSError:
+        return None
+    why = _not_private(info)
+    if why is None:
+        return None
+    return (
+        f"the model cache folder {cache_dir} {why} — chmod 700 {cache_dir} if it is yours, or set"
+        " XDG_CACHE_HOME to a folder of your own"
+    )
+
+
+def verified(target: Path) -> str | None:
+    """None if `target` holds the bytes written into the cache (checked by its record's stat, else
+    by its sha256); else why not (a symbolic link, not private, no record, changed since written)."""
+    import stat
+
+    info = target.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        return f"the cached embedding model {target} is not a regular file (a symbolic link?)"
+    why = _not_private(info)
+    if why is not None:
+        return f"the cached embedding model {target} {why}"
+    record_path = target.with_name(target.name + RECORD_SUFFIX)
+    try:
+        if not stat.S_ISREG(record_path.lstat().st_mode) or _not_private(record_path.lstat()):
+            raise ValueError("not a private regular file")
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        expected, seen = str(record["sha256"]), record["stat"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"the cached embedding model {target} has no readable sha256 record"
+    if seen == _stat_record(info):
+        return None
+    with target.open("rb") as handle:
+        if hashlib.file_digest(handle, "sha256").hexdigest() != expected:
+            return f"the cached embedding model {target} does not match the sha256 recorded when it was written"
+    _record(target, expected)  # same bytes, another stat (copied back, touched): remember the new one
+    return None
+
+
+def _record(target: Path, digest: str) -> None:
+    """Write `target`'s sha256 record (atomically, 0600)."""
+    record_path = target.with_name(target.name + RECORD_SUFFIX)
+    tmp = record_path.with_name(f"{record_path.name}.{os.getpid()}.part")
+    data = json.dumps({"sha256": digest, "stat": _stat_record(target.lstat())})
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(data)
+    os.replace(tmp, record_path)
+
+
+def _write(target: Path, pieces: list[bytes], stem: str) -> Path | bytes:
+    """Write the model into its private cache folder with its sha256 record; its bytes if that fails."""
+    cache_dir = target.parent
     tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as out:
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as out:
             for piece in pieces:
                 out.write(piece)
+                digest.update(piece)
         os.replace(tmp, target)  # a concurrent process never loads a half-written file
+        _record(target, digest.hexdigest())
     except OSError as exc:
         log.info("cannot write the corrected model into %s (%s); building it in memory", cache_dir, exc)
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         return b"".join(pieces)
     log.info("wrote the corrected embedding model %s", target)
-    for stale in cache_dir.glob(f"{onnx_path.stem}-corrected-*.onnx"):
-        if stale != target:  # made from an older source or rewrite (34 MB each)
-            with contextlib.suppress(OSError):
+    for stale in cache_dir.glob(f"{stem}-corrected-*.onnx*"):
+        if stale.name not in (target.name, target.name + RECORD_SUFFIX) and not stale.name.endswith(".part"):
+            with contextlib.suppress(OSError):  # made from an older source or rewrite (34 MB each)
                 stale.unlink()
     return target

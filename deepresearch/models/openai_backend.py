@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from deepresearch.errors import ModelError
 from deepresearch.models.base import ChatModel, Completion, Message, parse_json
 from deepresearch.retry import GaveUp, Retry, TryAgain, retry_after
+from deepresearch.text import join_url, redact_secrets
 
 if TYPE_CHECKING:
     import httpx
@@ -73,7 +74,7 @@ class OpenAIModel(ChatModel):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _url(self, path: str) -> str:
-        return self.config.base_url.rstrip("/") + path
+        return join_url(self.config.base_url, path)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None, retries: int | None = None) -> Any:
         """Send one request with retries (`retry.Retry`); the decoded JSON body or ModelError."""
@@ -82,6 +83,7 @@ class OpenAIModel(ChatModel):
         from deepresearch import deadline
 
         url = self._url(path)
+        shown = redact_secrets(url)  # what messages (and so doctor, runs, logs) may print
         policy = Retry(
             self.config.max_retries if retries is None else retries,
             self.config.backoff_seconds,
@@ -99,27 +101,27 @@ class OpenAIModel(ChatModel):
                 raise TryAgain(f"cannot connect: {exc} — is the server running at llm.openai.base_url?") from None
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # bad encoding, bad URL: sending again cannot help
                 raise ModelError(
-                    f"{url} cannot be used ({type(exc).__name__}: {exc}) — check llm.openai.base_url"
+                    f"{shown} cannot be used ({type(exc).__name__}: {exc}) — check llm.openai.base_url"
                 ) from None
             if response.status_code < 300:
                 try:
                     return response.json()
                 except (ValueError, RecursionError):
                     raise ModelError(
-                        f"{url} returned a body that is not JSON ({response.text[:120]!r}) — "
+                        f"{shown} returned a body that is not JSON ({response.text[:120]!r}) — "
                         "is llm.openai.base_url an OpenAI-compatible API?"
                     ) from None
             detail = _error_detail(response)
             if not _is_retryable(response.status_code):
                 hint = _HINTS.get(response.status_code, "check llm.openai settings")
-                raise ModelError(f"{url} refused the request (HTTP {response.status_code}: {detail}) — {hint}")
+                raise ModelError(f"{shown} refused the request (HTTP {response.status_code}: {detail}) — {hint}")
             raise TryAgain(f"HTTP {response.status_code}: {detail}", retry_after(response.headers.get("retry-after")))
 
         try:
-            return policy.call(attempt, url)
+            return policy.call(attempt, shown)
         except GaveUp as exc:
             raise ModelError(
-                f"{url} failed after {exc.tries} ({exc.describe()}) — check the server, or raise"
+                f"{shown} failed after {exc.tries} ({exc.describe()}) — check the server, or raise"
                 " llm.openai.max_retries / llm.openai.timeout"
             ) from None
 
@@ -154,8 +156,8 @@ class OpenAIModel(ChatModel):
                 raise TypeError("content is not a string")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(
-                f"{self._url('/chat/completions')} answered without choices[0].message.content ({exc}) — "
-                "is llm.openai.base_url an OpenAI-compatible chat API?"
+                f"{redact_secrets(self._url('/chat/completions'))} answered without choices[0].message.content"
+                f" ({exc}) — is llm.openai.base_url an OpenAI-compatible chat API?"
             ) from None
         usage = payload.get("usage")
         usage = usage if isinstance(usage, dict) else {}  # token counts are informative: a bad shape counts 0
@@ -179,7 +181,7 @@ class OpenAIModel(ChatModel):
         return {
             "name": self.config.model,
             "backend": "openai",
-            "path": self.config.base_url,
+            "path": redact_secrets(self.config.base_url),
             "served_models": served,
             "model_listed": self.config.model in served,
         }

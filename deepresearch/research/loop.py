@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.facts import new_id
 from deepresearch.research import steps
@@ -50,6 +50,10 @@ def run_research(
     out: Path | None = None,
 ) -> RunResult:
     """Run (or resume) a research run to its report; every step is checkpointed in the DB."""
+    if out is not None:  # a path that cannot take the report fails now, not after the run
+        from deepresearch.files import check_output
+
+        check_output(out, overwrite=True)
     store = RunStore(ws.db)
     opts = options or options_from_config(ws)
     state = store.load_state(resume) if resume else ResearchState(new_id(), topic or "", opts)
@@ -74,18 +78,33 @@ def run_research(
             progress(event, **{"run_id": state.run_id, "loop": state.loop, **info})
 
     deps.progress = emit
-    while state.step != "done":
-        name, step_started = state.step, clock()
-        events.clear()
-        try:
-            state.apply(STEP_FUNCTIONS[name](state, deps))
-        except Exception as exc:  # an error does not leave the run "running": failed, resumable from its checkpoint
-            with contextlib.suppress(Exception):  # a failing database must not hide the step's own error
-                store.fail(state.run_id, name, exc)
-            raise
-        state.step, stop = route(state, name, deps.over_budget())
-        state.stop_reason = stop or state.stop_reason
-        state.elapsed = base + clock() - started
-        store.checkpoint(state, name, {"events": list(events)}, clock() - step_started)
-        deps.after_step(name)
-    return finish(ws, store, state, out)
+    with _marked_interrupted(store, state.run_id):
+        while state.step != "done":
+            name, step_started = state.step, clock()
+            events.clear()
+            try:
+                state.apply(STEP_FUNCTIONS[name](state, deps))
+            except Exception as exc:  # an error does not leave the run "running": failed, resumable
+                with contextlib.suppress(Exception):  # a failing database must not hide the step's own error
+                    store.fail(state.run_id, name, exc)
+                raise
+            state.step, stop = route(state, name, deps.over_budget())
+            state.stop_reason = stop or state.stop_reason
+            state.elapsed = base + clock() - started
+            store.checkpoint(state, name, {"events": list(events)}, clock() - step_started)
+            deps.after_step(name)
+        return finish(ws, store, state, out)
+
+
+@contextlib.contextmanager
+def _marked_interrupted(store: RunStore, run_id: str) -> Iterator[None]:
+    """A run stopped by Ctrl-C (KeyboardInterrupt) or an MCP cancel is marked interrupted, not left
+    `running`; `--resume` continues it from its last checkpoint."""
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException:
+        with contextlib.suppress(Exception):  # the database may be what was interrupted
+            store.interrupt(run_id)
+        raise

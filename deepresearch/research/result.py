@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import InputError
+from deepresearch.files import write_output
 
 if TYPE_CHECKING:
     from deepresearch.research.runs import RunStore
@@ -54,16 +55,19 @@ def _slug(text: str) -> str:
 
 def finish(ws: Workspace, store: RunStore, state: ResearchState, out: Path | None) -> RunResult:
     """Save the report file (and `out`), mark the run finished, and return its result."""
+    private = ws.config.workspace.private
     report_path = ws.reports_dir / f"{time.strftime('%Y%m%d')}-{_slug(state.topic)}-{state.run_id[-6:].lower()}.md"
-    report_path.write_text(state.report, encoding="utf-8")
+    write_output(report_path, state.report, overwrite=True, private=private)
     store.finish(state.run_id, str(report_path))
     if out is not None:
         try:
-            Path(out).write_text(state.report, encoding="utf-8")
+            write_output(Path(out), state.report, overwrite=True, private=private)
         except OSError as exc:
             raise InputError(
                 f"cannot write the report to {out}: {exc.strerror} — it is saved at {report_path}"
             ) from None
+        except InputError as exc:
+            raise InputError(f"cannot write the report: {exc} — it is saved at {report_path}") from None
     return RunResult(
         run_id=state.run_id,
         topic=state.topic,

@@ -3,13 +3,20 @@
 A run row holds the latest state (JSON) and the step to do next; `research_steps` logs
 each finished step. Both are written in one short transaction per step, so a killed run
 resumes from its last finished step.
+
+A run stopped by Ctrl-C or an MCP cancel is marked `interrupted`; one whose process died
+without a word (SIGKILL, power loss) is shown `interrupted` too: the row names its process
+(host, pid, start time), and a `running` row whose process is gone on this host is not running.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from deepresearch.db import transaction
@@ -37,6 +44,48 @@ class RunRecord:
 
 
 _COLUMNS = "id, topic, status, step, loop, stop_reason, created_at, updated_at, finished_at, report_path"
+INTERRUPTED = "interrupted"
+
+
+def _started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/PID/stat field 22); '' if unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def this_process() -> str:
+    """The owner record of a run this process works on: host, pid and start time (JSON)."""
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid())})
+
+
+def owner_gone(owner: str | None) -> bool:
+    """True if the process in `owner` certainly no longer runs: on this host, and its pid is free or
+    now belongs to a process that started at another time. Unknown (another host, no record): False."""
+    try:
+        record = json.loads(owner or "")
+        host, pid, started = record["host"], int(record["pid"]), str(record["started"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # alive, another user's (or a pid this OS cannot hold)
+        return False
+    now = _started(pid)
+    return bool(started and now) and now != started
+
+
+def _record(row: Any) -> RunRecord:
+    """A RunRecord from `_COLUMNS` plus `owner`: a `running` run whose process is gone is interrupted."""
+    record = RunRecord(*row[:10])
+    if record.status == "running" and owner_gone(row[10]):
+        record.status = INTERRUPTED
+    return record
 
 
 class RunStore:
@@ -51,7 +100,7 @@ class RunStore:
         with transaction(self.conn):
             self.conn.execute(
                 "insert into research_runs (id, topic, status, step, loop, options_json, state_json,"
-                " created_at, updated_at) values (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                " created_at, updated_at, owner) values (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.run_id,
                     state.topic,
@@ -61,6 +110,7 @@ class RunStore:
                     json.dumps(state.to_dict(), ensure_ascii=False),
                     now,
                     now,
+                    this_process(),
                 ),
             )
 
@@ -112,11 +162,20 @@ class RunStore:
             )
 
     def reopen(self, run_id: str) -> None:
-        """Mark a resumed run running again (it may have failed or been killed)."""
+        """Mark a resumed run running again, in this process (it may have failed or been killed)."""
         with transaction(self.conn):
             self.conn.execute(
-                "update research_runs set status = 'running', updated_at = ? where id = ? and status != 'done'",
-                (time.time(), run_id),
+                "update research_runs set status = 'running', updated_at = ?, owner = ?"
+                " where id = ? and status != 'done'",
+                (time.time(), this_process(), run_id),
+            )
+
+    def interrupt(self, run_id: str) -> None:
+        """Mark a running run interrupted (Ctrl-C, an MCP cancel); `--resume` continues it."""
+        with transaction(self.conn):
+            self.conn.execute(
+                "update research_runs set status = ?, updated_at = ? where id = ? and status = 'running'",
+                (INTERRUPTED, time.time(), run_id),
             )
 
     def finish(self, run_id: str, report_path: str) -> None:
@@ -151,10 +210,11 @@ class RunStore:
         """One run with its report and step log."""
         full = self._resolve(run_id)
         row = self.conn.execute(
-            f"select {_COLUMNS}, report, state_json from research_runs where id = ?", (full,)
+            f"select {_COLUMNS}, owner, report, state_json from research_runs where id = ?", (full,)
         ).fetchone()
-        record = RunRecord(*row[:11])
-        state = json.loads(row[11])
+        record = _record(row)
+        record.report = row[11]
+        state = json.loads(row[12])
         record.stats = {
             **state.get("counters", {}),
             **{k: v for k, v in state.get("report_stats", {}).items() if k != "sources"},
@@ -170,8 +230,10 @@ class RunStore:
 
     def recent(self, limit: int = 20) -> list[RunRecord]:
         """Most recent runs first."""
-        rows = self.conn.execute(f"select {_COLUMNS} from research_runs order by created_at desc limit ?", (limit,))
-        return [RunRecord(*r) for r in rows]
+        rows = self.conn.execute(
+            f"select {_COLUMNS}, owner from research_runs order by created_at desc limit ?", (limit,)
+        )
+        return [_record(r) for r in rows]
 
     def search(self, text: str, limit: int = 20) -> list[RunRecord]:
         """Runs whose topic or report contains every word of `text` (substring match, works for CJK)."""
@@ -184,7 +246,7 @@ class RunStore:
             pattern = "%" + t.replace("%", "\\%").replace("_", "\\_") + "%"
             params += [pattern, pattern]
         rows = self.conn.execute(
-            f"select {_COLUMNS} from research_runs where {where} order by created_at desc limit ?",
+            f"select {_COLUMNS}, owner from research_runs where {where} order by created_at desc limit ?",
             (*params, limit),
         )
-        return [RunRecord(*r) for r in rows]
+        return [_record(r) for r in rows]

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from deepresearch.errors import SearchError
 from deepresearch.retry import GaveUp, Retry, TryAgain, retry_after
 from deepresearch.search.base import SearchBackend, SearchResult
+from deepresearch.text import join_url, redact_secrets
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class SearxngBackend(SearchBackend):
         client: Any = None,
     ):
         self.base_url = base_url.rstrip("/")
+        self.shown_url = redact_secrets(self.base_url)  # messages reach terminals, logs and run records
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
@@ -58,32 +60,32 @@ class SearxngBackend(SearchBackend):
         from deepresearch import deadline
 
         client = self._client or deadline.client(self.timeout, follow_redirects=True)
-        url = f"{self.base_url}/search"
-        params = {"q": query, "format": "json"}
+        # the base URL's own query (e.g. a token) is kept: httpx's `params=` would replace it
+        url = join_url(self.base_url, "/search", {"q": query, "format": "json"})
 
         def attempt(seconds: float) -> Any:
             try:
                 # A whole-request deadline, not one per read: a dripping server cannot stall it.
-                response = deadline.send(client, "GET", url, seconds, params=params)
+                response = deadline.send(client, "GET", url, seconds)
             except httpx.TimeoutException:
                 raise TryAgain(f"no answer within {self.timeout:g}s") from None
             except httpx.TransportError as exc:
                 raise TryAgain(f"cannot connect ({type(exc).__name__}: {exc})") from None
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # redirect loop, bad encoding, bad URL
                 raise SearchError(
-                    f"SearXNG at {self.base_url} cannot be used ({type(exc).__name__}: {exc}) — check"
+                    f"SearXNG at {self.shown_url} cannot be used ({type(exc).__name__}: {exc}) — check"
                     " search.searxng.base_url"
                 ) from None
             if response.status_code == 200:
                 return response
             if response.status_code == 403:
                 raise SearchError(
-                    f"SearXNG at {self.base_url} refused the JSON API (HTTP 403) — add `json` to"
+                    f"SearXNG at {self.shown_url} refused the JSON API (HTTP 403) — add `json` to"
                     " search.formats in the instance's settings.yml"
                 )
             if response.status_code not in RETRY_STATUSES:
                 raise SearchError(
-                    f"SearXNG at {self.base_url} answered HTTP {response.status_code} — check search.searxng.base_url"
+                    f"SearXNG at {self.shown_url} answered HTTP {response.status_code} — check search.searxng.base_url"
                 )
             status = response.status_code
             raise TryAgain(
@@ -93,10 +95,10 @@ class SearxngBackend(SearchBackend):
 
         policy = Retry(self.max_retries, self.backoff_seconds, self.timeout, sleep=self.sleep)
         try:
-            return policy.call(attempt, f"searxng {self.base_url}")
+            return policy.call(attempt, f"searxng {self.shown_url}")
         except GaveUp as exc:
             raise SearchError(
-                f"SearXNG at {self.base_url} failed after {exc.tries}: {exc.describe()} — check that"
+                f"SearXNG at {self.shown_url} failed after {exc.tries}: {exc.describe()} — check that"
                 " the instance runs and search.searxng.base_url, or raise search.searxng.timeout"
             ) from None
         finally:
@@ -110,13 +112,13 @@ class SearxngBackend(SearchBackend):
             payload = response.json()
         except (ValueError, RecursionError):
             raise SearchError(
-                f"SearXNG at {self.base_url} did not return JSON — is base_url a SearXNG instance"
+                f"SearXNG at {self.shown_url} did not return JSON — is base_url a SearXNG instance"
                 " with the json format enabled?"
             ) from None
         items = (payload.get("results") or []) if isinstance(payload, dict) else None
         if not isinstance(items, list):
             raise SearchError(
-                f"SearXNG at {self.base_url} answered JSON without a results list — is base_url a SearXNG"
+                f"SearXNG at {self.shown_url} answered JSON without a results list — is base_url a SearXNG"
                 " instance with the json format enabled?"
             )
         results = []

@@ -1,0 +1,301 @@
+"""Fact categories: a nearest-prototype rule on sentence embeddings, cue words as the fallback.
+
+The category decides a fact's TTL and decay (DESIGN §3), so it should say how a claim ages:
+- market_data: figures that move week to week — prices, shares, sales, revenue, growth;
+- product_info: what a product or service offers now — features, settings, defaults,
+  versions, releases, support; changes with the next release;
+- strategy: intentions and deals — plans, investments, partnerships, acquisitions, targets;
+- technology: how things work — mechanisms, principles, architectures, standards, protocols,
+  algorithms, scientific findings;
+- historical: what happened and does not change — births, deaths, foundings, elections,
+  events, dated milestones, biographies, works and their dates.
+
+`PrototypeCategorizer` embeds each category's description and example claims (written for
+this module, none from the evaluation sets) and files a fact under the category whose
+prototypes are nearest (score = mean of the two most similar prototypes of a category). When
+it is unsure — the two best categories within `margin` of each other — the fact goes to the
+shorter-lived of the two (CATEGORIES is ordered by TTL): a fact re-checked too early costs a
+search; one kept too long is a stale answer. `RuleCategorizer` (cue words, unknown → strategy)
+is what is used when no embedding model can be loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Protocol
+
+from deepresearch.errors import DeepResearchError
+from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY
+from deepresearch.text import has_cjk
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from deepresearch.models.base import Embedder
+    from deepresearch.models.llm import ChatModel
+
+log = logging.getLogger(__name__)
+
+# Measured on the dev part of tests/data/extraction_labels.jsonl (docs/BENCHMARKS.md, session 11).
+UNSURE_MARGIN = 0.01
+
+# fmt: off
+PROTOTYPES: dict[str, list[str]] = {
+    "market_data": [
+        "Market data: prices, market shares, sales figures, revenue, growth rates and rankings that change often.",
+        "The company's market share rose to 23 percent in the third quarter.",
+        "Shares of the firm fell 4% to $212 on Tuesday.",
+        "Quarterly revenue grew 18% year over year to $4.1 billion.",
+        "The vendor shipped 12 million units last quarter, ranking second worldwide.",
+        "The average selling price of the device dropped to $399.",
+        "Sales of electric cars doubled compared with last year.",
+    ],
+    "product_info": [
+        "Product information: the features, specifications, settings, defaults, versions and releases of a product.",
+        "Version 3.2 of the app adds offline mode and a dark theme.",
+        "The laptop ships with 16 GB of memory and an eight-core processor.",
+        "The library supports JSON export and can be configured with a command-line option.",
+        "The default value of the timeout setting is 30 seconds.",
+        "The new model was released in March and is available in three colours.",
+        "Starting with release 2.0, the tool can read compressed files.",
+        "The service offers a free tier limited to 1,000 requests per day.",
+        "This option is intended only for testing and may change in a future release.",
+        "The command returns the current value of the setting as an integer.",
+        "The browser uses an embedded database to store bookmarks and history.",
+    ],
+    "strategy": [
+        "Strategy: plans, intentions, investments, partnerships, acquisitions and targets of an organization.",
+        "The company plans to open five new factories by 2027.",
+        "The two firms agreed to a partnership to develop batteries together.",
+        "The group announced it will acquire its rival for an undisclosed sum.",
+        "The government intends to invest heavily in renewable energy over the next decade.",
+        "Management aims to cut costs and expand into Asian markets.",
+    ],
+    "technology": [
+        "Technology and science: how something works — mechanisms, principles, architectures, standards, "
+        "protocols, algorithms and scientific findings.",
+        "The protocol encrypts each message with a session key negotiated during the handshake.",
+        "A write-ahead log records changes before they are applied to the main data file.",
+        "The algorithm sorts the list by repeatedly merging sorted halves.",
+        "Readers do not block writers because each reader sees a consistent snapshot.",
+        "The enzyme binds to the receptor and suppresses the inflammatory response.",
+        "Higher temperatures increase the rate of the chemical reaction.",
+        "The gene is expressed in immune cells and regulates cell growth.",
+        "Lock-free data structures let several threads update shared memory without mutual exclusion.",
+        "The protein is found in the nucleus of most cells and binds DNA.",
+        "Imaging showed clear differences in brain tissue between the two groups of patients.",
+        "Blood samples are a common source of material for clinical tests.",
+        "The cleanup step repeats until the log file is small enough.",
+        "The interpreter tracks the type of every value internally.",
+    ],
+    "historical": [
+        "History: events that happened and do not change — births, deaths, foundings, elections, battles, "
+        "biographies and dated milestones.",
+        "The writer was born in 1899 and died in 1985.",
+        "The company was founded in 1976 in a garage in California.",
+        "She was elected mayor in 1993 and served two terms.",
+        "The battle ended with the defeat of the invading army in 1066.",
+        "The band released its debut album in 1977 and toured Europe.",
+        "He was an American actor best known for his roles in westerns.",
+        "The film, directed by a Korean director, premiered in 2011.",
+        "The magazine has been published since 1922.",
+        "The project began as a small add-on and later grew into a standalone program.",
+        "He ran for the Senate in 2007 and received few votes.",
+        "The institute held public lectures and debates until it closed.",
+    ],
+}
+# fmt: on
+
+
+class Categorizer(Protocol):
+    """Assigns one of CATEGORIES to each fact text."""
+
+    name: str
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        """One category per text."""
+        ...
+
+
+# --- cue words (the fallback) -------------------------------------------------------------
+
+# Cue patterns per category (English and Chinese); each matching pattern scores 1, a
+# strong cue 2 more.
+# fmt: off
+_CATEGORY_RULES: dict[str, list[str]] = {
+    "market_data": [
+        r"market share", r"\bshares? of\b", r"\bprices?d?\b", r"\brevenues?\b", r"\bsales\b", r"\bsold\b",
+        r"\bstock\b", r"\bvaluation\b", r"\bvalued at\b", r"\bmarket cap", r"\b(?:was|is|are) ranked\b",
+        r"\branked (?:no\.|#|first|second|third|\d)", r"\brankings?\b",
+        r"\bgrowth\b", r"\bgrew\b", r"\bprofit", r"\bearnings\b", r"\bshipments?\b", r"\bunits\b",
+        r"\$\s?\d", r"€\s?\d", r"\d\s?%", r"\bpercent\b", r"\b(?:million|billion|trillion)\b",
+        r"\bbox office\b", r"\bgross(?:ed)?\b",
+        r"市场", r"份额", r"价格", r"营收", r"收入", r"销量", r"出货", r"增长", r"排名",
+    ],
+    "product_info": [
+        r"\bversion\b", r"\bv\d", r"\breleased?\b", r"\blaunch(?:ed|es)?\b", r"\bfeatures?\b", r"\bspecs?\b",
+        r"\bspecifications?\b", r"\bsupports?\b", r"\bmodels?\b", r"\bdevices?\b", r"\bproducts?\b",
+        r"\bapp\b", r"\bsoftware\b", r"\bupdate\b", r"\bgames?\b", r"\balbums?\b", r"\bsingles?\b",
+        r"\bfilms?\b", r"\bnovels?\b", r"\bseries\b", r"\bpublished\b", r"\bGB\b", r"\bGHz\b", r"\bcores?\b",
+        r"发布", r"版本", r"功能", r"产品", r"型号", r"规格",
+    ],
+    "strategy": [
+        r"\bplans?\b", r"\bplanned\b", r"\bstrateg", r"\binvest", r"\bpartner", r"\bacqui", r"\bmerger\b",
+        r"\bmerged?\b", r"\bexpan", r"\btarget", r"\bwill\b", r"\bintends?\b", r"\bagreement\b", r"\bdeal\b",
+        r"\bjoint venture\b", r"\bfund(?:ing|ed)\b", r"\balliance\b",
+        r"计划", r"战略", r"投资", r"合作", r"收购",
+    ],
+    "technology": [
+        r"\balgorithms?\b", r"\bprotocols?\b", r"\barchitectures?\b", r"\bstandards?\b", r"\bmethods?\b",
+        r"\bprinciples?\b", r"\btechniques?\b", r"\btechnolog", r"\bsystems?\b", r"\bbased on\b", r"\buses\b",
+        r"\bcomputes?\b", r"\bmechanism\b", r"\btheory\b", r"\bequations?\b", r"\bchips?\b", r"\bnetworks?\b",
+        r"\bencryption\b", r"\bscientific\b", r"\bchemical\b", r"\bphysics\b",
+        r"\b(?:file )?formats?\b", r"\bindex(?:es)?\b", r"\bqueries\b", r"\bvectors?\b", r"\bdatabases?\b",
+        r"\bfunctions?\b", r"\bextensions?\b", r"\btokenizers?\b", r"\btables?\b", r"\bsumm?(?:s|ing)?\b",
+        r"\bscores?\b", r"\bcalculat", r"\bembeddings?\b",
+        r"技术", r"协议", r"架构", r"标准", r"算法", r"原理",
+    ],
+    "historical": [
+        # "created"/"built"/"formed" alone describe how things work ("a table is created with …");
+        # only a date makes them history.
+        r"\bborn\b", r"\bdied\b", r"\bfounded\b", r"\bestablished\b",
+        r"\b(?:formed|created|built) in (?:1[0-9]|20)\d\d\b", r"\bwar\b", r"\bbattle\b", r"\bcentury\b",
+        r"\bhistor", r"\bdynasty\b", r"\belected\b",
+        r"\bappointed\b", r"\bwon\b", r"\bawarded\b", r"\bopened\b", r"\bwas (?:a|an|the)\b",
+        r"\bin (?:1[0-9]|20)\d\d\b", r"\bfrom (?:1[0-9]|20)\d\d\b",
+        r"成立", r"创立", r"出生", r"去世", r"历史", r"年",
+    ],
+}
+STRONG_CUES: dict[str, str] = {
+    "market_data": r"market share|市场份额|\$\s?\d|\d\s?%",
+    "historical": r"\b(?:born|died|founded|established)\b|成立|出生|去世",
+    "technology": r"\b(?:algorithm|protocol|architecture)s?\b",
+}
+# fmt: on
+_COMPILED_RULES = {c: [re.compile(p, re.IGNORECASE) for p in pats] for c, pats in _CATEGORY_RULES.items()}
+COMPILED_STRONG = {c: re.compile(p, re.IGNORECASE) for c, p in STRONG_CUES.items()}
+
+
+def classify_category(text: str) -> str:
+    """Rule-based category: the category whose cue words match most; no cue → strategy."""
+    scores = {c: sum(1 for rule in rules if rule.search(text)) for c, rules in _COMPILED_RULES.items()}
+    for category, rule in COMPILED_STRONG.items():
+        scores[category] += 2 if rule.search(text) else 0
+    best = max(scores.values())
+    if best == 0:
+        return DEFAULT_CATEGORY
+    # Ties go to the shorter-lived category: a price that is also "historical" should be re-checked.
+    return next(c for c in CATEGORIES if scores[c] == best)
+
+
+class RuleCategorizer:
+    """Cue words per category (no model needed); unknown → strategy."""
+
+    name = "rules"
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        return [classify_category(t) for t in texts]
+
+
+# --- nearest prototype --------------------------------------------------------------------
+
+
+class PrototypeCategorizer:
+    """Nearest category prototypes in embedding space; unsure → the shorter-lived of the best two."""
+
+    name = "prototype"
+
+    def __init__(self, embedder: Embedder, margin: float = UNSURE_MARGIN):
+        self.embedder = embedder
+        self.margin = margin
+        self._vectors: dict[str, np.ndarray] | None = None
+
+    def _prototypes(self) -> dict[str, np.ndarray]:
+        if self._vectors is None:
+            self._vectors = {c: self.embedder.embed_batch(PROTOTYPES[c]) for c in CATEGORIES}
+        return self._vectors
+
+    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+        """Per text, each category's score: mean cosine of its two nearest prototypes."""
+        import numpy as np
+
+        if not texts:
+            return []
+        vectors = self.embedder.embed_batch(texts)
+        per_category = {}
+        for category, protos in self._prototypes().items():
+            sims = np.sort(vectors @ protos.T, axis=1)[:, -2:]
+            per_category[category] = sims.mean(axis=1)
+        return [{c: float(per_category[c][i]) for c in CATEGORIES} for i in range(len(texts))]
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        """Nearest prototype; CJK text by cue words (the prototypes are English, MiniLM too)."""
+        latin = [t for t in texts if not has_cjk(t)]
+        chosen = iter([self.choose(s) for s in self.scores(latin)])
+        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
+
+    def choose(self, scores: dict[str, float]) -> str:
+        """The best category; within `margin` of the runner-up, the shorter-lived of the two."""
+        best, second = sorted(scores, key=lambda c: -scores[c])[:2]
+        if scores[best] - scores[second] < self.margin:
+            return min(best, second, key=CATEGORIES.index)
+        return best
+
+
+# --- the chat model through the category enum (measured; see docs/BENCHMARKS.md) -----------
+
+_MODEL_SYSTEM = (
+    "You file facts for a knowledge base. Pick the category that says how the fact ages: "
+    "market_data (prices, shares, sales, revenue, growth: changes weekly); product_info (features, settings, "
+    "defaults, versions, releases of a product); strategy (plans, investments, partnerships, acquisitions); "
+    "technology (how something works: mechanisms, principles, architectures, protocols, scientific findings); "
+    "historical (what happened and does not change: births, deaths, foundings, events, biographies, works)."
+)
+MODEL_SCHEMA = {
+    "type": "object",
+    "properties": {"category": {"type": "string", "enum": list(CATEGORIES)}},
+    "required": ["category"],
+}
+
+
+class ModelCategorizer:
+    """The chat model chooses from the category enum (constrained decoding); the fallback decides
+    when its answer is unusable."""
+
+    name = "model"
+
+    def __init__(self, model: ChatModel, fallback: Categorizer | None = None):
+        self.model = model
+        self.fallback = fallback or RuleCategorizer()
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        from deepresearch.models.llm import complete_json
+
+        out = []
+        for text in texts:
+            messages = [{"role": "system", "content": _MODEL_SYSTEM}, {"role": "user", "content": f"Fact: {text}"}]
+            data = complete_json(self.model, messages, MODEL_SCHEMA, max_tokens=20)
+            chosen = data.get("category") if isinstance(data, dict) else None
+            out.append(chosen if chosen in CATEGORIES else self.fallback.categorize([text])[0])
+        return out
+
+
+_DEFAULT: list[Categorizer] = []
+
+
+def default_categorizer() -> Categorizer:
+    """The prototype rule on the default embedding model (loaded once per process), or the cue
+    words when that model cannot be loaded."""
+    if not _DEFAULT:
+        try:
+            from deepresearch.config import EmbeddingConfig
+            from deepresearch.models.embed import get_embedder
+
+            embedder = get_embedder(EmbeddingConfig())
+            PrototypeCategorizer(embedder)._prototypes()
+            _DEFAULT.append(PrototypeCategorizer(embedder))
+        except (DeepResearchError, ImportError, OSError) as exc:
+            log.info("categories from cue words (no embedding model: %s)", exc)
+            _DEFAULT.append(RuleCategorizer())
+    return _DEFAULT[0]

@@ -1,0 +1,365 @@
+"""Which source sentences are worth keeping as facts: whole, standalone claims.
+
+A passage handed to extraction is often a corpus chunk: a window of words that starts and
+ends mid-sentence. A fact stored from it must be a sentence taken whole from the document,
+must stand alone (no reference to a sentence the reader will not see), and must be a claim
+(not an opinion, a pointer, a question, a heading, a list or table cell, code or syntax).
+Those other sentences stay searchable in the corpus; the knowledge base is for claims.
+
+`passage_claims(text, title)` applies the rules in document order and returns the sentences
+that pass, each as stored (a leading pronoun resolved to the passage's subject when that is
+certain, a leading "Note that" or an additive connector dropped); `claim_problem` says why
+one sentence fails. The rules, each with the case it handles:
+
+- cut at the passage edge: a sentence must start like one (an upper-case letter, possibly
+  after a quote or bracket, or CJK — not a lower-case word, a digit or punctuation; an
+  identifier such as `sqlite3_open`, `sqlite-vec` or `iPhone` counts) and end like one
+  (. ! ? or the CJK full stops, optionally followed by a closing quote or bracket, not after
+  a lone initial or an abbreviation such as "vs." or "c."), with its brackets and
+  quotes balanced. Without the neighbouring chunk nothing can be completed, so such a
+  sentence is dropped, never capitalized or given a full stop (the old cleaner's
+  "EXTRA synchronous is like FULL with the addition that." came from that);
+- reference to what came before: a leading consequence or reference connector ("Hence",
+  "In that case", "To avoid that", "Of course", "That means"), a demonstrative ("This",
+  "These", "Such"), "the latter", "of these", "our …" or "these data/findings/results" →
+  dropped; a leading personal pronoun ("He", "It", "They", "His", "Its", "Their") is replaced
+  by the passage's subject only when the previous sentence is about it (it starts with that
+  subject, or with a pronoun already resolved to it) and the subject is certain (the title,
+  or the name that opens the passage's first sentence before its verb) and agrees in number
+  ("They" only for a plural subject); otherwise dropped. "The film …" becomes the subject when
+  the first sentence says the subject is a film. A pronoun inside the sentence ("Through his
+  mother, he …") needs its antecedent written before it in the same sentence; a subject of
+  "The" and common nouns only ("The default strategy is …", "The second form …") points to
+  something named before → dropped;
+- method statements of a study ("Cytokine levels were measured.", "We followed 522
+  patients …", "The aim of this study was …") describe the source, not the world → dropped;
+- not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
+  documentation for details", "for more information", "described below"), hedges and
+  opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
+  ("Use …", "Avoid …"), code or syntax (comments, braces, pipes, a C signature, a dense run
+  of symbols), headings, table cells and phrases without a verb.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from deepresearch.grounding import block_sentences, looks_like_claim
+from deepresearch.text import has_cjk, normalize_space
+
+# --- whole sentences ----------------------------------------------------------------------
+
+_OPENERS = "\"'“‘([«"
+_CLOSERS = "\"'”’)]»"
+_FINAL = re.compile(r"[.!?。！？][\"'”’)\]»]*$")
+_IDENTIFIER = re.compile(r"^[a-z][a-z.]*(?:[A-Z_\d(]|-[a-z]+\b)")  # sqlite3_open, iPhone, x86, sqlite-vec
+# A full stop after these is not a sentence end: the chunk (or the splitter) cut there.
+_ABBREVIATION_END = re.compile(
+    r"(?:^|[\s(\[\"'])(?:vs|ca|e\.g|i\.e|etc|al|fig|no|vol|pp|approx|cf|resp|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Inc|Ltd|Co)\.$"
+)
+_TRAILING_FUNCTION_WORD = re.compile(
+    r"\b(?:the|a|an|of|to|that|and|or|with|by|for|in|on|at|from|versus|than|as|is|are|was|were|be|its|their)[.!?]$",
+    re.IGNORECASE,
+)
+# "Elwyn Brooks "E. B. White" and "(c. 1020 – c. 1069)": the splitter cuts after initials.
+# (an initial after a capitalized word, a quote, another initial or nothing; "c." for circa)
+_ENDS_WITH_INITIAL = re.compile(
+    r"(?:(?:^|[\s(\[\"'“])(?:c|ca|vol|no)|(?:^|[A-Z][\w'’\-]*\s+|[\"“(]|[A-Z]\.\s*)[A-Z])\.$"
+)
+
+
+def starts_like_sentence(sentence: str) -> bool:
+    """True when `sentence` begins as a sentence does (not in the middle of one)."""
+    s = sentence.lstrip(_OPENERS + " ")
+    if not s:
+        return False
+    first = s[0]
+    if has_cjk(first) or first.isupper():
+        return True
+    return bool(_IDENTIFIER.match(s))
+
+
+def ends_like_sentence(sentence: str) -> bool:
+    """True when `sentence` ends with sentence-final punctuation that is not an abbreviation's
+    or an initial's full stop, and does not end on a word no sentence ends with ("the.")."""
+    s = sentence.rstrip()
+    if not _FINAL.search(s):
+        return False
+    core = s.rstrip(_CLOSERS)
+    return not (
+        _ABBREVIATION_END.search(core) or _ENDS_WITH_INITIAL.search(core) or _TRAILING_FUNCTION_WORD.search(core)
+    )
+
+
+def balanced(sentence: str) -> bool:
+    """Brackets and double quotes are closed (a cut sentence often leaves one open)."""
+    if sentence.count("(") != sentence.count(")") or sentence.count("[") != sentence.count("]"):
+        return False
+    if sentence.count("“") != sentence.count("”"):
+        return False
+    return sentence.count('"') % 2 == 0
+
+
+def is_whole(sentence: str) -> bool:
+    """Starts and ends like a sentence, with balanced brackets and quotes."""
+    return starts_like_sentence(sentence) and ends_like_sentence(sentence) and balanced(sentence)
+
+
+def join_initials(sentences: list[str]) -> list[str]:
+    """Re-join sentences the splitter cut after an initial or "c." ("E. B. White", "(c. 1020")."""
+    out: list[str] = []
+    for sentence in sentences:
+        if out and _ENDS_WITH_INITIAL.search(out[-1]):
+            out[-1] = f"{out[-1]} {sentence}"
+        else:
+            out.append(sentence)
+    return out
+
+
+# --- claims -------------------------------------------------------------------------------
+
+_NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "a pointer to other text",
+        re.compile(
+            r"^(?:see|refer to|for (?:more|further|additional|details|information|an? (?:example|overview|list))|"
+            r"more (?:information|details))\b|\b(?:for (?:more |further |additional )?(?:details?|information)|"
+            r"(?:is|are) (?:described|discussed|explained|shown|listed) (?:in|below|above|later|elsewhere)|"
+            r"(?:see|shown|described|discussed) (?:above|below)|the following|as follows)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "a hedge or an opinion",
+        re.compile(
+            r"^(?i:(?:presumably|perhaps|maybe|probably|possibly|hopefully|yes|of course|obviously|clearly|"
+            r"arguably|surely|certainly|frankly|honestly|in my (?:opinion|view|experience))\b|no,)|"
+            r"\b(?:I|I'm|I've|I'd)\b|\b(?i:my|me|we believe|we think|we feel|we hope|seems? to)\b"
+        ),
+    ),
+    (
+        "an instruction, not a claim",
+        re.compile(
+            r"^(?:use|avoid|choose|consider|make sure|ensure|remember|try|do not|don't|never|always|please|"
+            r"run|set|call|add|install|click|type|enter|let us|let's)\b",
+            re.IGNORECASE,
+        ),
+    ),
+]
+_CODE = re.compile(
+    r"/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
+    r"sqlite3_int64|sqlite3)\s+\*?\w+\s*\(|\w\s*\(\s*(?:const\s+)?\w+\s*\*|\b\w+\s*=\s*\w+\s*[|;,]",
+    re.IGNORECASE,
+)
+_SYMBOLS = re.compile(r"[=<>|{}\[\]();*/\\#$@~^`]")
+
+
+def claim_problem(sentence: str) -> str | None:
+    """Why a (whole) sentence is not a claim worth storing; None when it is one."""
+    s = normalize_space(sentence)
+    if s.endswith("?"):
+        return "a question, not a claim"
+    if s.endswith((":", ";")):
+        return "introduces a list or is code"
+    if _CODE.search(s) or len(_SYMBOLS.findall(s)) > max(3, len(s) // 25):
+        return "code or syntax"
+    for reason, pattern in _NOT_A_CLAIM:
+        if pattern.search(s.lstrip(_OPENERS)):  # "(See the … for details.)" too
+            return reason
+    if not has_cjk(s) and (len(s.split()) < 5 or not looks_like_claim(s)):
+        return "a heading or a phrase, not a claim"
+    return None
+
+
+# --- standing alone -----------------------------------------------------------------------
+
+_STRIP_PREFIX = re.compile(
+    r"^(?:(?:BACKGROUND|OBJECTIVES?|METHODS?|RESULTS?|CONCLUSIONS?|FINDINGS|PURPOSE|AIMS?|"
+    r"METHODS AND FINDINGS)\s+(?=[A-Z])|(?i:note that\s+|(?:however|moreover|furthermore|in addition|additionally|"
+    r"also|notably|indeed|importantly|interestingly|in particular|in general|today|currently),\s+))",
+)
+_REFERS_BACK = re.compile(
+    r"^(?:this|these|those|that|such|both|here|the latter|the former|the other|another|hence|thus|therefore|"
+    r"consequently|accordingly|then|so|and|but|or|yet|still|instead|otherwise|likewise|similarly|"
+    r"even so|as a result|as such|in that case|in this case|in either case|in both cases|in such cases|"
+    r"to avoid (?:that|this)|to do (?:that|this|so)|for this reason|for that reason|because of (?:this|that)|"
+    r"of these|of those|of them|after that|afterwards|later|in turn|together with|on the other hand|"
+    r"in contrast|by contrast|nevertheless|nonetheless|meanwhile|again|above all)\b",
+    re.IGNORECASE,
+)
+_REFERS_BACK_INSIDE = re.compile(
+    r"\b(?:(?:this|these|those|such) (?:study|studies|data|findings|results|analysis|analyses|review|trial|"
+    r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
+    r"patients|samples|cells|mice|genes|regions|values|models|steps|settings|rules|pragmas?|options?)|"
+    r"our|the (?:latter|former)|the data|the study|both times|a second time|(?:see|shown|mentioned) (?:above|below))\b|"
+    r"\b(?:these|those|this)\s+(?-i:[a-z])|\b(?-i:us)\b",
+    re.IGNORECASE,
+)
+# A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
+_INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
+_NAME_RUN = re.compile(r"\b[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|of|de|van|von|ap|the))*\s+[A-Z][\w'’\-]+")
+_METHOD = re.compile(
+    r"\bwe (?:report|describe|present|introduce|provide) (?:a|an|the|here)\b|"
+    r"^(?:we (?:aimed|conducted|followed|performed|used|studied|recruited|enrolled|analy[sz]ed|examined|measured|"
+    r"collected|compared|investigated|reviewed|searched|assessed|evaluated|included|designed|developed|"
+    r"sought|set out)|the (?:aim|objective|purpose|goal)s? of)\b|"
+    r"\b(?:was|were) (?:measured|detected|evaluated|assessed|examined|analy[sz]ed|studied|recorded|collected|"
+    r"obtained|cultured|treated|induced|used to|applied to|randomi[sz]ed|enrolled|recruited|followed|"
+    r"investigated|explored|reviewed|performed|conducted)\b",
+    re.IGNORECASE,
+)
+# What a model-written fact may not start with (it cannot be resolved against the source).
+PRONOUN_START = re.compile(
+    r"^(he|she|it|its|they|them|their|his|her|this|these|those|that|such|both|which|who|here|"
+    r"the latter|the former|the other|another|also|as a result|in turn|in it|in this|in these|at the time|"
+    r"afterwards|later|then|there he|there she)\b",
+    re.IGNORECASE,
+)
+_MARKUP = re.compile(r"^\s*(?:[#>*\-+•]+|\d+[.)])\s+")
+_PRONOUN = re.compile(r"^(he|she|it|they|his|her|its|their)\b\s*", re.IGNORECASE)
+_POSSESSIVE = {"his", "her", "its", "their"}
+_SUBJECT_VERB = re.compile(
+    r"^((?:[A-Z\"“][\w'’.\-\"”]*\s?)+?)\s*(?:\([^()]*\)\s*|,[^,]*,\s*|\{[^{}]*\}\s*)?"
+    r"(?:is|was|are|were|has|had|have|became|remains)\b"
+)
+
+
+def leading_subject(sentence: str) -> str | None:
+    """The name a sentence opens with, before its verb ("Scott Andrew Buchholz (born …) is …")."""
+    match = _SUBJECT_VERB.match(sentence)
+    if not match:
+        return None
+    name = match.group(1).strip().strip('"“”')
+    return name if name and len(name.split()) <= 8 else None
+
+
+def passage_subject(sentences: list[str], title: str = "") -> str | None:
+    """The passage's subject when it is certain: the title when the first sentence opens with
+    (the words of) it, else the name the first sentence opens with before its verb."""
+    if not sentences:
+        return None
+    first = sentences[0]
+    name = leading_subject(first)
+    clean_title = re.sub(r"\s*\([^()]*\)$", "", title).strip()  # "Always (2011 film)" → "Always"
+    if clean_title and name:
+        title_words = set(clean_title.lower().split())
+        if title_words <= set(name.lower().replace('"', " ").split()):
+            return clean_title
+    return name
+
+
+def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
+    """A pronoun inside the sentence with nothing in it to point to: its antecedent must be
+    written before it — the passage's subject (or its last name), else some full name."""
+    match = _INNER_PRONOUN.search(sentence)
+    if not match:
+        return None
+    before = sentence[: match.start()]
+    if subject and (subject in before or subject.split()[-1] in before.split()):
+        return None
+    if not subject and _NAME_RUN.search(before):
+        return None
+    return "a pronoun with nothing in the sentence to point to"
+
+
+def _head_noun_subject(sentence: str, first: str, subject: str | None) -> str:
+    """ "The film …" → "<subject> …" when the first sentence says the subject is a … film."""
+    match = re.match(r"^The ([a-z]+)\b\s*", sentence)
+    if not (match and subject):
+        return sentence
+    predicate = re.search(r"\b(?:is|was|are|were) (?:a|an|the)\b((?:\s+\S+){1,10})", first)
+    if predicate and re.search(rf"\b{match.group(1)}\b", predicate.group(1)):
+        return f"{subject} {sentence[match.end() :]}"
+    return sentence
+
+
+_VERB_WORD = re.compile(
+    r"^(?:is|are|was|were|will|would|can|could|must|may|might|should|shall|has|have|had|does|do|did|"
+    r"includes?|included|contains?|contained|shows?|showed|becomes?|became|remains?|returns?|changes?)$"
+)
+
+
+def definite_reference(sentence: str) -> bool:
+    """A subject like "The default strategy …" or "The second form …": "The" and common nouns only
+    up to the verb — something the source named before (a name in the subject makes it definite)."""
+    words = sentence.split()
+    if not words or words[0] != "The" or len(words) < 3 or not words[1][:1].islower():
+        return False
+    for word in words[1:7]:
+        if _VERB_WORD.match(word):
+            return True
+        if not word[:1].islower() or not word.isalpha():
+            return False
+    return False
+
+
+def standalone_problem(sentence: str) -> str | None:
+    """Why `sentence` cannot stand alone (before any pronoun resolution); None when it can."""
+    if definite_reference(sentence):
+        return "a definite subject the source named before"
+    if _REFERS_BACK.match(sentence):
+        return "refers to the sentence before"
+    if _REFERS_BACK_INSIDE.search(sentence):
+        return "refers to something the source named before"
+    if _METHOD.search(sentence):
+        return "describes the source's own method, not a claim about the world"
+    return None
+
+
+@dataclass
+class Candidate:
+    """One sentence of a passage: its text as stored, and why it is not kept (None = kept)."""
+
+    sentence: str
+    text: str
+    problem: str | None
+
+
+def _resolve(sentence: str, subject: str | None, previous_about_subject: bool, plural: bool) -> str | None:
+    """`sentence` with its leading pronoun replaced by the subject, or None when not certain
+    (no subject, the previous sentence is about something else, or the number disagrees)."""
+    match = _PRONOUN.match(sentence)
+    if not match:
+        return sentence
+    word = match.group(1).lower()
+    if subject is None or not previous_about_subject or (word in ("they", "their")) != plural:
+        return None
+    replacement = f"{subject}'s" if word in _POSSESSIVE else subject
+    return replacement + " " + sentence[match.end() :]
+
+
+def _opens_with(sentence: str, subject: str | None) -> bool:
+    """The sentence opens with the subject's name ("Scott …" for "Scott Buchholz"; "The Brisbane …")."""
+    if not subject:
+        return False
+    words = subject.split()
+    key = " ".join(words[:2]) if words[0] in ("The", "A", "An") else words[0]
+    return sentence.startswith(key)
+
+
+def passage_candidates(text: str, title: str = "") -> list[Candidate]:
+    """Every sentence of the passage with its stored text and, when dropped, the reason."""
+    sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
+    subject = passage_subject(sentences, title)
+    plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
+    out: list[Candidate] = []
+    about_subject = False  # the previous sentence is about the passage's subject
+    for sentence in sentences:
+        stripped = _STRIP_PREFIX.sub("", sentence, count=1)
+        stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
+        problem = None if is_whole(sentence) else "cut: not a whole sentence"
+        problem = problem or claim_problem(stripped)
+        resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
+        if problem is None and resolved is None:
+            problem = "a pronoun whose subject is not certain"
+        text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
+        problem = problem or standalone_problem(text_out) or inner_pronoun_problem(text_out, subject)
+        out.append(Candidate(sentence, text_out, problem))
+        about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
+    return out
+
+
+def passage_claims(text: str, title: str = "") -> list[str]:
+    """The passage's sentences worth storing as facts, in document order (see the module doc)."""
+    return [c.text for c in passage_candidates(text, title) if c.problem is None]
