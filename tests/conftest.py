@@ -121,3 +121,13 @@ def real_llm():
     from deepresearch.models.llm import get_chat_model
 
     return get_chat_model(LLMConfig())
+
+
+@pytest.fixture(scope="session")
+def qwen_llm():
+    """The real Qwen2.5-Coder-1.5B-Instruct by its short name (assembled on first use; loaded once)."""
+    from deepresearch.config import LLMConfig
+    from deepresearch.models.llm import get_chat_model
+    from deepresearch.models.shipped import QWEN
+
+    return get_chat_model(LLMConfig(model_path=QWEN))

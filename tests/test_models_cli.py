@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearch.cli.main import app
+from deepresearch.models.shipped import DEFAULT_MODEL
 
 NOTES = (
     "# Notes on Curie\n\n"
@@ -31,14 +32,20 @@ def test_models_list_json_shows_shipped_models(runner, home):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     default = next(r for r in rows if r["default"])
-    assert default["name"] == "smollm2-135m-instruct" and default["status"] == "configured, found"
-    assert default["path"].endswith(".gguf") and default["size_bytes"] > 0 and default["n_ctx"] == 4096
+    assert default["name"] == DEFAULT_MODEL and default["status"].startswith("configured, ")
+    assert default["size_bytes"] > 50_000_000 and default["n_ctx"] == 4096
+    smollm2 = next(r for r in rows if r["name"] == "smollm2-135m-instruct")
+    assert smollm2["path"].endswith(".gguf") and smollm2["status"] in ("found", "configured, found")
+    qwen = next(r for r in rows if r["name"] == "qwen2.5-coder-1.5b-instruct")
+    assert qwen["size_bytes"] == 1_117_320_768 and "Apache-2.0" in qwen["note"]
+    assert qwen["status"].endswith(("found, verified", "installed, assembled on first use"))
 
 
 def test_models_list_text(runner, home):
     result = _run(runner, home, "models", "list")
     assert result.exit_code == 0
-    assert "smollm2-135m-instruct (default)" in result.stdout and "llama-cpp" in result.stdout
+    assert f"{DEFAULT_MODEL} (default)" in result.stdout and "llama-cpp" in result.stdout
+    assert "qwen2.5-coder-1.5b-instruct" in result.stdout and "1117 MB" in result.stdout
 
 
 def test_models_info_with_a_missing_model_names_the_fix(runner, home, tmp_path):

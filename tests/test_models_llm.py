@@ -147,7 +147,8 @@ def test_missing_model_file_names_the_fix(tmp_path):
 def test_default_model_is_the_shipped_gguf():
     path = resolve_model_path(LLMConfig())
     assert path == shipped.default_gguf_path() and path.suffix == ".gguf" and path.stat().st_size > 50_000_000
-    assert resolve_model_path(LLMConfig(model_path=shipped.SMOLLM2)) == path
+    assert resolve_model_path(LLMConfig(model_path=shipped.DEFAULT_MODEL)) == path
+    assert resolve_model_path(LLMConfig(model_path=shipped.SMOLLM2)).name == "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def test_gemma_is_assembled_once_into_the_cache_and_reused(tmp_path, monkeypatch):
@@ -181,8 +182,8 @@ def test_available_models_lists_configured_and_shipped(tmp_path):
     rows = available_models(LLMConfig(model_path=str(tmp_path / "big.gguf")))
     assert rows[0]["status"] == "configured, missing" and rows[0]["path"].endswith("big.gguf")
     names = {r["name"]: r for r in rows}
-    assert names[shipped.SMOLLM2]["default"] is True and names[shipped.SMOLLM2]["status"] == "found"
-    assert shipped.GEMMA3 in names
+    assert names[shipped.DEFAULT_MODEL]["default"] is True and names[shipped.SMOLLM2]["status"] == "found"
+    assert shipped.GEMMA3 in names and shipped.QWEN in names
     rows = available_models(LLMConfig(backend="openai"))
     assert rows[0]["backend"] == "openai" and rows[0]["status"] == "configured"
 

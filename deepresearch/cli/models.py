@@ -11,7 +11,10 @@ from deepresearch.cli.common import echo, echo_json, open_kb, open_workspace, st
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
 
-_MODEL_HELP = "GGUF file or shipped model name (smollm2-135m-instruct, gemma3-270m); overrides llm.model_path."
+_MODEL_HELP = (
+    "GGUF file or shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, gemma3-270m);"
+    " overrides llm.model_path."
+)
 
 
 def _size(size: Optional[int]) -> str:
@@ -36,8 +39,8 @@ def list_models(
     for row in rows:
         name = row["name"] + (" (default)" if row.get("default") else "")
         context = f"ctx {row['n_ctx']}" if row.get("n_ctx") else ""
-        echo(f"{name:<34} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
-        echo(f"{'':<34} {row['path'] or '-'}")
+        echo(f"{name:<38} {row['backend']:<10} {_size(row['size_bytes']):>7} {context:>9}  {row['status']}")
+        echo(f"{'':<38} {row['path'] or '-'}")
 
 
 @app.command("info")

@@ -196,6 +196,25 @@ def _fallback_handler(llama: Any) -> tuple[Any, str]:
     return formatter.to_chat_handler(), name
 
 
+def _perf(llama: Any) -> tuple[float, float, int, int]:
+    """llama.cpp's running counters: prompt-eval ms, generation ms, prompt tokens evaluated, tokens generated."""
+    import llama_cpp
+
+    data = llama_cpp.llama_perf_context(llama._ctx.ctx)
+    return data.t_p_eval_ms, data.t_eval_ms, data.n_p_eval, data.n_eval
+
+
+def _timings(before: tuple[float, float, int, int], after: tuple[float, float, int, int]) -> dict[str, Any]:
+    """One call's share of the counters. `prompt_evaluated` < prompt tokens means llama.cpp reused the
+    previous call's KV cache for the common prefix (it evaluates only the tokens after it)."""
+    return {
+        "prompt_evaluated": after[2] - before[2],
+        "prompt_eval_seconds": round((after[0] - before[0]) / 1000, 4),
+        "generated_evaluated": after[3] - before[3],
+        "generation_seconds": round((after[1] - before[1]) / 1000, 4),
+    }
+
+
 def close_models() -> None:
     """Free the loaded llama.cpp model (also run at exit, while llama_cpp can still free it)."""
     with _MODEL_LOCK:
@@ -206,6 +225,14 @@ def close_models() -> None:
 # Without this, the model is freed during interpreter shutdown after llama_cpp's globals
 # are gone, which prints a TypeError traceback on every exit.
 atexit.register(close_models)
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 2
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None) -> Any:
@@ -221,8 +248,9 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
         for old in list(_LOADED_LLAMA):  # free the previous model before loading another
             _LOADED_LLAMA.pop(old).close()
         # Half the cores by default, like llama.cpp: its threads spin-wait on each other, so
-        # one more thread than there are idle cores can make generation ~10× slower.
-        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        # one more thread than there are idle cores can make generation ~10× slower (Qwen 1.5B on
+        # 2 busy cores: 1.3 s/token with 1 thread, 13 s with 2; docs/BENCHMARKS.md session 11).
+        threads = n_threads or max(1, _usable_cores() // 2)
         from llama_cpp._utils import suppress_stdout_stderr
 
         try:
@@ -299,6 +327,7 @@ class LlamaCppModel(ChatModel):
         with _GENERATE_LOCK:
             llama = self._load()
             start = time.perf_counter()
+            before = _perf(llama)
             try:
                 out = llama.create_chat_completion(**kwargs)
             except ValueError as exc:
@@ -310,11 +339,12 @@ class LlamaCppModel(ChatModel):
             except Exception as exc:
                 raise ModelError(f"model {self.name} failed: {exc}") from exc
             seconds = time.perf_counter() - start
+            timings = _timings(before, _perf(llama))
             sampler = getattr(llama, "last_sampler", None)
             llama.last_sampler = None
         text = out["choices"][0]["message"]["content"] or ""
         usage = out.get("usage", {})
-        extra: dict[str, Any] = {"finish_reason": out["choices"][0].get("finish_reason")}
+        extra: dict[str, Any] = {"finish_reason": out["choices"][0].get("finish_reason"), **timings}
         if schema is not None and sampler is not None:
             extra["grammar_tokens"] = {
                 "fast": sampler.fast,
