@@ -7,7 +7,9 @@ vectors match the torch reference (cosine ≥ 0.999 per sentence on STS-B dev, s
 docs/BENCHMARKS.md) and a database built by either backend is read by the other.
 
 Texts are embedded in batches of similar token length: padding a 10-token sentence to the
-256 tokens of a long chunk would multiply its cost, and sorting by length removes that.
+256 tokens of a long chunk would multiply its cost, and sorting by length removes that. A
+call with many texts is tokenized and run `TOKENIZE_TEXTS` at a time, so its memory is one
+slice's tokens plus the result, however many texts it is given.
 
 An int8 file can come with a weight correction (`CORRECTION_FILE`, made by
 scripts/make_int8_correction.py from the float32 reference weights): a few bits per weight of
@@ -40,6 +42,12 @@ TOKENS_PER_BATCH = 8192
 # ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
 # embedding (corpus add, reembed) runs faster with it.
 BULK_TEXTS = 16
+# Texts tokenized per call: the tokenizer's output for all of a large call at once (ids, offsets,
+# masks of every text) was what grew with the input, not the model's batches.
+TOKENIZE_TEXTS = 1024
+# Characters kept per token of the window before tokenizing (a WordPiece word is at most 100
+# characters, [UNK] beyond; real text averages under 6 per token).
+CHARS_PER_TOKEN = 100
 # The weight correction of an int8 ONNX file, beside its tokenizer (see the module docstring).
 CORRECTION_FILE = "int8-correction.npz"
 
@@ -179,15 +187,31 @@ class OnnxEmbedder(Embedder):
         return out
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Embed `texts` (any number): tokenized once, run in length-sorted batches, mean-pooled, unit length."""
+        """Embed `texts` (any number): tokenized `TOKENIZE_TEXTS` at a time, run in length-sorted
+        batches, mean-pooled, unit length; memory beyond the result does not grow with the count."""
         import numpy as np
 
         session = self._load(optimized=len(texts) >= BULK_TEXTS)
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([str(t).strip() for t in texts])
-        lengths = [len(e.ids) for e in encodings]
         result: np.ndarray | None = None
+        for start in range(0, len(texts), TOKENIZE_TEXTS):
+            part = self._embed_part(session, texts[start : start + TOKENIZE_TEXTS])
+            if result is None:
+                result = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+            result[start : start + len(part)] = part
+        assert result is not None
+        return result
+
+    def _embed_part(self, session: Any, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        # The window is max_length tokens: a text far longer is cut before the tokenizer sees it
+        # (tokenizing a 200 MB string whole only to keep 256 tokens would hold it many times over).
+        limit = self.max_length * CHARS_PER_TOKEN
+        encodings = self._tokenizer.encode_batch([str(t)[:limit].strip() for t in texts])
+        lengths = [len(e.ids) for e in encodings]
+        result = np.empty((len(texts), 0), dtype=np.float32)
         for batch in self.batches(lengths):
             width = max(lengths[i] for i in batch)
             feeds = {
@@ -203,8 +227,7 @@ class OnnxEmbedder(Embedder):
             mask = feeds["attention_mask"][:, :, None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            if result is None:
+            if not result.shape[1]:
                 result = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
             result[batch] = pooled
-        assert result is not None
         return result
