@@ -26,9 +26,10 @@ HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 PDF_SUFFIXES = (".pdf",)
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
 SUPPORTED = TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES + TABLE_SUFFIXES
-# Text files larger than this are decoded, chunked and written in pieces of PIECE_BYTES.
+# Text files larger than this are decoded, chunked and written in pieces of PIECE_BYTES (one
+# piece's word list, not the file's, is what chunking holds).
 STREAM_BYTES = 4 << 20
-PIECE_BYTES = 1 << 20
+PIECE_BYTES = 1 << 18
 ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")  # tried in order; latin-1 decodes any bytes
 
 
