@@ -50,7 +50,7 @@ def _old_chunk_text(text: str, size: int, overlap: int) -> list[str]:
 def test_streamed_chunks_equal_one_shot_chunks(text: str, size: int, overlap: int, cuts: list[int]) -> None:
     """Chunks of text cut into arbitrary pieces (mid-word, mid-CJK-run) are the one-shot chunks."""
     bounds = sorted({min(c, len(text)) for c in cuts})
-    pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
+    pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)], strict=True)]
     expected = _old_chunk_text(text, size, overlap)
     assert list(iter_chunks(pieces, size, overlap)) == expected
     assert chunk_text(text, size, overlap) == expected
@@ -68,6 +68,11 @@ class GatedEmbedder(FakeEmbedder):
         self.threads.add(threading.current_thread().name)
         assert self.gate.wait(30), "the test never opened the gate"
         return super().embed_batch(texts)
+
+
+def _stored_vectors(conn: Any, ids: list[int]) -> np.ndarray:
+    rows = [conn.execute("select embedding from corpus_vec where rowid = ?", (i,)).fetchone() for i in ids]
+    return np.stack([np.frombuffer(r[0], np.float32) for r in rows])
 
 
 def _notes(folder: Path, count: int) -> list[Path]:
@@ -136,10 +141,7 @@ def test_keywords_only_then_embed_and_partial_hybrid(
     rows = conn.execute(
         "select c.id, d.title, c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id order by c.id"
     ).fetchall()
-    stored = corpus.vectors and np.stack(
-        [np.frombuffer(conn.execute("select embedding from corpus_vec where rowid = ?", (r[0],)).fetchone()[0], np.float32)
-         for r in rows]
-    )
+    stored = _stored_vectors(conn, [r[0] for r in rows])
     np.testing.assert_allclose(stored, embedder.embed_batch([f"{t}\n{x}" for _, t, x in rows]), atol=1e-6)
     conn.close()
 
@@ -268,10 +270,7 @@ def test_same_chunk_ids_and_vectors_as_a_one_phase_ingest(tmp_path: Path, real_e
         " order by c.id"
     ).fetchall()
     assert [(int(i), t) for i, t in rows] == expected
-    stored = np.stack(
-        [np.frombuffer(conn.execute("select embedding from corpus_vec where rowid = ?", (i,)).fetchone()[0], np.float32)
-         for i, _ in expected]
-    )
+    stored = _stored_vectors(conn, [i for i, _ in expected])
     np.testing.assert_allclose(stored, np.concatenate(vectors), atol=2e-5)
     conn.close()
 

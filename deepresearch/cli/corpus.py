@@ -118,7 +118,7 @@ def add(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
 ) -> None:
-    """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced): text first, searchable at once, vectors behind it."""
+    """Ingest documents: text first (searchable at once), vectors behind it; unchanged files skipped."""
     from deepresearch.search.documents import add_documents
     from deepresearch.search.readers import TableSpec
 
@@ -126,7 +126,12 @@ def add(
     ws = open_corpus_workspace(ctx)
     with _IngestProgress() as bars:
         report = add_documents(
-            ws, paths, table=spec, glob=glob, progress=bars.on_file, vector_progress=bars.on_vectors,
+            ws,
+            paths,
+            table=spec,
+            glob=glob,
+            progress=bars.on_file,
+            vector_progress=bars.on_vectors,
             embed=not keywords_only,
         )
     for message in report.errors:
@@ -173,13 +178,17 @@ def corpus_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
         return
     typer.echo(f"{info.sources} files, {info.documents} documents, {info.chunks} chunks")
     if info.incomplete_sources:
-        typer.echo(f"{info.incomplete_sources} files incomplete (ingest interrupted) — `deepresearch corpus add` them again")
+        typer.echo(
+            f"{info.incomplete_sources} files incomplete (ingest interrupted) — `deepresearch corpus add` them again"
+        )
     if info.vectors_pending is None:
         typer.echo("vectors: unknown (sqlite-vec is not loaded — see `deepresearch doctor`)")
     else:
         waiting = f"{info.vectors_pending} chunks wait for their vector — `deepresearch corpus embed`"
-        typer.echo(f"vectors: {waiting if info.vectors_pending else 'all chunks embedded'}"
-                   + (f" (model {info.embedding_model})" if info.embedding_model else ""))
+        typer.echo(
+            f"vectors: {waiting if info.vectors_pending else 'all chunks embedded'}"
+            + (f" (model {info.embedding_model})" if info.embedding_model else "")
+        )
 
 
 @app.command("list")

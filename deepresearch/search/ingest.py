@@ -103,8 +103,8 @@ class _Run:
     in_batches: bool = False
 
     def event(self) -> IngestProgress:
-        r = self.report
-        return IngestProgress(self.path, self.done, self.total, r.documents, r.chunks, time.perf_counter() - self.started)
+        r, seconds = self.report, time.perf_counter() - self.started
+        return IngestProgress(self.path, self.done, self.total, r.documents, r.chunks, seconds)
 
     def committed(self) -> None:
         """New chunks are in: wake the vector filler; tell the progress callback inside long files."""
@@ -255,8 +255,7 @@ class CorpusWriter:
             inserted = self._add_streamed(path, source_id, file_hash, existing, seen, run)
         else:
             inserted = sum(
-                self._write_batch(source_id, batch, existing, seen, run)
-                for batch in itertools.chain([first], batches)
+                self._write_batch(source_id, batch, existing, seen, run) for batch in itertools.chain([first], batches)
             )
         stale = [doc_id for key, (doc_id, _) in existing.items() if key not in seen]
         with transaction(self.conn):
@@ -345,11 +344,11 @@ class CorpusWriter:
         fts_title = fts_text(title)
         self.conn.executemany(
             "insert into corpus_chunks (id, doc_id, seq, text) values (?, ?, ?, ?)",
-            [(i, doc_id, first_seq + n, chunk) for n, (i, chunk) in enumerate(zip(ids, chunks))],
+            [(i, doc_id, first_seq + n, chunk) for n, (i, chunk) in enumerate(zip(ids, chunks, strict=True))],
         )
         self.conn.executemany(
             "insert into corpus_fts (rowid, title, body) values (?, ?, ?)",
-            [(i, fts_title, fts_text(chunk)) for i, chunk in zip(ids, chunks)],
+            [(i, fts_title, fts_text(chunk)) for i, chunk in zip(ids, chunks, strict=True)],
         )
         return ids
 
