@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy,
-# small enough that the attention buffers of 256-token chunks stay in cache-friendly sizes.
-TOKENS_PER_BATCH = 8192
+# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy, small
+# enough to bound the activations. Measured on 128 SciFact abstracts (one process, load ≈15):
+# 8,192 tokens peaked at 605 MiB RSS, 4,096 at 432 MiB for 0.94× the speed, 2,048 at 346 MiB
+# for 0.81× (docs/BENCHMARKS.md, session 11).
+TOKENS_PER_BATCH = 4096
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
 # optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
 # ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
@@ -141,6 +143,8 @@ class OnnxEmbedder(Embedder):
                 options.log_severity_level = 3  # warnings about unused initializers are noise here
                 if not optimized:
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                else:  # bulk: activations go back to the system after each batch instead of an arena
+                    options.enable_cpu_mem_arena = False
                 model = self._model()
                 try:
                     session = self._session_of(ort, model, options)
