@@ -31,7 +31,7 @@ class _IngestProgress:
     """Two rich progress bars on stderr, text (files) and vectors (chunks), with rate and ETA; the
     callbacks are None when stderr is not a terminal (quiet, and --json stays clean)."""
 
-    def __init__(self, text: bool = True) -> None:
+    def __init__(self, text: bool = True, vectors: bool = True) -> None:
         self.bars: Any = None
         if not is_tty():
             return
@@ -47,7 +47,7 @@ class _IngestProgress:
             console=Console(stderr=True),
         )
         self.text = self.bars.add_task("text", total=None, detail="", visible=text)
-        self.vectors = self.bars.add_task("vectors", total=None, detail="")
+        self.vectors = self.bars.add_task("vectors", total=None, detail="", visible=vectors)
 
     def __enter__(self) -> _IngestProgress:
         if self.bars is not None:
@@ -124,7 +124,7 @@ def add(
 
     spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
     ws = open_corpus_workspace(ctx)
-    with _IngestProgress() as bars:
+    with _IngestProgress(vectors=not keywords_only) as bars:
         report = add_documents(
             ws,
             paths,

@@ -285,6 +285,7 @@ class VectorFiller:
     def _fill(self, vectors: ChunkVectors) -> None:
         embedder = vectors.prepare()
         self._backlog = vectors.pending() or 0
+        self._report()  # the total is known before the first pool is embedded
         after, stored = 0, False
         while not self._stop.is_set():
             rows = vectors.missing(after, self.pool)
