@@ -44,8 +44,9 @@ CLAIM = ModelClaim(
 # sqlite-vec; created on first use, emptied when the vectors are fixed (see ChunkVectors.forget).
 STALE_TABLE = "corpus_vec_stale"
 # Chunks embedded per call: enough for length-sorted batches to fill the embedder's token
-# budget, few enough that memory holds one pool whatever the size of the ingest.
-EMBED_POOL = 256
+# budget (4 batches of 16 full-length chunks), few enough that memory holds one pool whatever
+# the size of the ingest and that an interrupt waits for at most one pool (seconds).
+EMBED_POOL = 64
 # A vector search embeds up to this many chunks that miss a vector before it answers (a degraded
 # write's leftovers); more are left to `corpus embed` / `corpus add` and rank by BM25 meanwhile.
 SEARCH_FILL_LIMIT = 64
@@ -227,6 +228,7 @@ class VectorFiller:
         self._text_done = threading.Event()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._ended = threading.Event()  # set by the thread as it ends (see `_wait`)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._started = time.perf_counter()
@@ -257,8 +259,7 @@ class VectorFiller:
             return self.run()
         self._text_done.set()
         self._wake.set()
-        while self._thread.is_alive():
-            self._thread.join(timeout=0.5)
+        self._wait()
         if self._error is not None:
             raise self._error
         return self.done
@@ -268,7 +269,13 @@ class VectorFiller:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join()
+            self._wait()
+
+    def _wait(self) -> None:
+        # An Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave CPython 3.11
+        # taking a running thread for stopped (then onnxruntime aborts at exit under its feet).
+        while not self._ended.wait(0.5):
+            pass
 
     def _thread_main(self, path: str) -> None:
         from deepresearch.db import connect
@@ -281,6 +288,8 @@ class VectorFiller:
                 conn.close()
         except BaseException as exc:  # handed to finish() on the main thread
             self._error = exc
+        finally:
+            self._ended.set()
 
     def _fill(self, vectors: ChunkVectors) -> None:
         embedder = vectors.prepare()
