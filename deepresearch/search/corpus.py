@@ -81,6 +81,7 @@ class Corpus(CorpusWriter):
     def __init__(self, conn: Any, embedder: EmbedderSource | None, config: CorpusConfig):
         self._embedder = LazyEmbedder(embedder, "the corpus")
         super().__init__(conn, config, ChunkVectors(conn, self._embedder))
+        self._warned_pending = 0
 
     @classmethod
     def from_workspace(cls, ws: Workspace) -> Corpus:
@@ -180,7 +181,8 @@ class Corpus(CorpusWriter):
         if mode == "bm25":
             return [(c, s) for _, c, s in self._doc_ranking(self.bm25_chunks(query, depth))[:count]]
         vector = self._doc_ranking(self.vector_chunks(query, depth))
-        if pending := self.vectors_pending():
+        if (pending := self.vectors_pending()) and pending != self._warned_pending:
+            self._warned_pending = pending  # once per backlog size, not on every query of a research run
             log.warning(
                 "%d corpus chunks have no vector yet: %s — `deepresearch corpus embed` embeds them",
                 pending,
