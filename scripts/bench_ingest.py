@@ -184,11 +184,12 @@ def child(args: argparse.Namespace) -> int:
         "chunks": q("select count(*) from corpus_chunks").fetchone()[0],
         "vectors": q("select count(*) from corpus_vec").fetchone()[0] if args.vectors else 0,
         "sources_incomplete": q("select count(*) from corpus_sources where file_hash is null").fetchone()[0],
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # before the sample below
     }
-    if args.vectors:
+    if args.tokens:
         tokenizer = corpus.embedder._tokenizer  # type: ignore[union-attr]
-        rows = q("select d.title, c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id").fetchall()
+        sample = "select d.title, c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id limit 3000"
+        rows = q(sample).fetchall()
         lengths = [len(e.ids) for e in tokenizer.encode_batch([f"{t}\n{x}" for t, x in rows])]
         out["mean_tokens"] = round(sum(lengths) / max(1, len(lengths)), 1)
     print(json.dumps(out))
@@ -238,7 +239,7 @@ def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0) -> di
     """Today's ingest and this tree's, both at once, on one folder (cut after `seconds` if not 0)."""
     ours = Path(__file__).resolve().parent.parent
     runs: dict[str, list[dict[str, Any]]] = {"today": [], "new": []}
-    flags = ("--vectors", "--seconds", str(seconds))
+    flags = ("--vectors", "--tokens", "--seconds", str(seconds))
     for _ in range(rounds):
         # Both at once: on a machine shared with other jobs they then see the same load (and
         # share the same cores), so their ratio holds even when absolute times do not.
@@ -300,6 +301,7 @@ def bench_text(args: argparse.Namespace) -> dict[str, Any]:
             if args.today and mb <= args.today_max_mb:
                 row["today_text"] = spawn(args.today, path, "--query", args.query)
             out["sizes"][mb] = row
+            print(json.dumps({mb: row}), file=sys.stderr, flush=True)  # partial results as they come
             path.unlink()
     return out
 
@@ -323,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--vectors", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--keywords-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tokens", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=int, default=0, help="--folder: cut both ingests after this long")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.child:
