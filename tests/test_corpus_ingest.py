@@ -211,7 +211,7 @@ def test_interrupted_vectors_resume_where_they_stopped(tmp_path: Path) -> None:
     conn = connect(tmp_path / "ws.db")
     embedder = FakeEmbedder()
     corpus = Corpus(conn, embedder, CorpusConfig(chunk_words=20, chunk_overlap=4))
-    paths = _notes(tmp_path / "notes", 12)
+    paths = _notes(tmp_path / "notes", 30)  # > EMBED_POOL chunks: more than one pool
 
     def interrupt(event: Any) -> None:
         if event.done:

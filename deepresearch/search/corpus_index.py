@@ -43,10 +43,12 @@ CLAIM = ModelClaim(
 # Chunk ids whose vector is wrong or gone stale because they were written or deleted without
 # sqlite-vec; created on first use, emptied when the vectors are fixed (see ChunkVectors.forget).
 STALE_TABLE = "corpus_vec_stale"
-# Chunks embedded per call: enough for length-sorted batches to fill the embedder's token
-# budget (4 batches of 16 full-length chunks), few enough that memory holds one pool whatever
-# the size of the ingest and that an interrupt waits for at most one pool (seconds).
-EMBED_POOL = 64
+# Chunks embedded per call: enough for sorting by length to leave little padding (SciFact rows:
+# pools of 64 embedded ≈ 0.8× as fast as today's 256-row calls; HTML pages, which were embedded
+# a few chunks per call, 1.25× with pools of 256 — docs/BENCHMARKS.md session 11), few enough
+# that memory holds one pool whatever the size of the ingest. An interrupt waits for the pool
+# being embedded (≈ 10 s on 2 quiet cores).
+EMBED_POOL = 256
 # A vector search embeds up to this many chunks that miss a vector before it answers (a degraded
 # write's leftovers); more are left to `corpus embed` / `corpus add` and rank by BM25 meanwhile.
 SEARCH_FILL_LIMIT = 64
