@@ -224,6 +224,11 @@ class CorpusConfig(_Section):
     bm25_weight: float = Field(1.0, ge=0, description="Weight of the BM25 ranking in hybrid fusion.")
     vector_weight: float = Field(1.0, ge=0, description="Weight of the vector ranking in hybrid fusion.")
     mode: Literal["hybrid", "bm25", "vector"] = Field("hybrid", description="Default corpus retrieval mode.")
+    max_file_mb: float = Field(
+        32,
+        gt=0,
+        description="Largest HTML or PDF file ingested (read whole); text files of any size are streamed.",
+    )
 
 
 class SearxngConfig(_Section):

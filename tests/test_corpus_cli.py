@@ -203,3 +203,39 @@ def test_hybrid_with_real_model_finds_paraphrases_and_keywords(tmp_path: Path, r
     assert top("ZX-4471", "bm25") == "code" and top("ZX-4471", "hybrid") == "code"
     assert top("why are pollinators getting lost", "hybrid") == "bees"
     conn.close()
+
+
+def test_keywords_only_status_embed_and_list_marks(home: Path, tmp_path: Path, fake_model: FakeEmbedder) -> None:
+    """`add --keywords-only` → `status` shows the chunks waiting → `embed` adds them; `list` escapes
+    control characters in file names and marks an interrupted (incomplete) source."""
+    from deepresearch.db import connect
+
+    odd = tmp_path / "we\nird\x1b]0;owned\x07.md"
+    odd.write_text("# Odd\n\nA file name with a newline and a title-setting escape sequence.")
+    plain = tmp_path / "plain.md"
+    plain.write_text("# Plain\n\nKelp forests grow in cold water along rocky coasts.")
+    result = run(home, "corpus", "add", str(odd), str(plain), "--keywords-only", "--json")
+    assert result.exit_code == 0 and result.stderr == ""  # not a terminal: no progress drawn
+    report = json.loads(result.stdout)
+    assert report["chunks"] == 2 and report["vectors"] == 0 and report["vectors_pending"] == 2
+    assert {"added", "replaced", "skipped", "errors", "documents", "seconds"} <= set(report)
+    assert run(home, "corpus", "search", "kelp forests", "--mode", "bm25").stdout.startswith("1. Plain")
+    assert run(home, "corpus", "status").stdout == (
+        "2 files, 2 documents, 2 chunks\nvectors: 2 chunks wait for their vector — `deepresearch corpus embed`\n"
+    )
+    result = run(home, "corpus", "embed")
+    assert result.exit_code == 0 and result.stdout == "embedded 2 chunks\n"
+    status = json.loads(run(home, "corpus", "status", "--json").stdout)
+    assert status["vectors_pending"] == 0 and status["incomplete_sources"] == 0
+    assert status["embedding_model"] == "fake-embedder"
+    conn = connect(home / "deepresearch.db")
+    conn.execute("update corpus_sources set file_hash = null where path = ?", (str(plain),))
+    conn.close()
+    lines = run(home, "corpus", "list").stdout.splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[1] and "\x07" not in lines[1]
+    assert lines[1].endswith("we\\nird\\x1b]0;owned\\x07.md")
+    assert lines[0].endswith(f"{plain}  (incomplete: interrupted — `corpus add` it again)")
+    assert "1 files incomplete" in run(home, "corpus", "status").stdout
+    result = run(home, "corpus", "add", str(plain))
+    assert result.exit_code == 0 and "replaced 1" in result.stdout
+    assert "incomplete" not in run(home, "corpus", "list").stdout

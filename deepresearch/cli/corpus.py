@@ -3,6 +3,7 @@ any search backend, and the search cache."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -26,24 +27,67 @@ cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no
 MODE_HELP = "hybrid (BM25 + vector), bm25 or vector; default from search.corpus.mode."
 
 
-def _progress_line() -> Any:
-    """A progress callback drawing one self-updating line on stderr (only on a terminal)."""
-    if not is_tty():
-        return None
+class _IngestProgress:
+    """Two rich progress bars on stderr, text (files) and vectors (chunks), with rate and ETA; the
+    callbacks are None when stderr is not a terminal (quiet, and --json stays clean)."""
 
-    def show(event: Any) -> None:
-        width = 20
-        filled = int(width * event.files_done / event.files_total) if event.files_total else width
-        rate = event.chunks / event.seconds if event.seconds else 0.0
-        bar = "#" * filled + "-" * (width - filled)
-        typer.echo(
-            f"\r[{bar}] {event.files_done}/{event.files_total} files · {event.documents} docs ·"
-            f" {event.chunks} chunks · {rate:.1f} chunks/s ",
-            err=True,
-            nl=False,
+    def __init__(self, text: bool = True, vectors: bool = True) -> None:
+        self.bars: Any = None
+        if not is_tty():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bars = Progress(
+            TextColumn("{task.description:<7}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
         )
+        self.text = self.bars.add_task("text", total=None, detail="", visible=text)
+        self.vectors = self.bars.add_task("vectors", total=None, detail="", visible=vectors)
 
-    return show
+    def __enter__(self) -> _IngestProgress:
+        if self.bars is not None:
+            self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bars is not None:
+            self.bars.stop()
+
+    @property
+    def on_file(self) -> Any:
+        """Callback for IngestProgress (after each file, and inside tables and large files)."""
+        if self.bars is None:
+            return None
+
+        def show(event: Any) -> None:
+            rate = event.chunks / event.seconds if event.seconds else 0.0
+            detail = f"files · {event.chunks} chunks · {rate:.0f} chunks/s"
+            self.bars.update(self.text, completed=event.files_done, total=event.files_total, detail=detail)
+
+        return show
+
+    @property
+    def on_vectors(self) -> Any:
+        """Callback for VectorProgress (after each embedded pool of chunks)."""
+        if self.bars is None:
+            return None
+
+        def show(event: Any) -> None:
+            rate = event.done / event.seconds if event.seconds else 0.0
+            self.bars.update(self.vectors, completed=event.done, total=event.total, detail=f"chunks · {rate:.1f}/s")
+
+        return show
+
+
+def shown(text: str) -> str:
+    """`text` safe to print on a terminal: control characters (newlines, escape sequences) as
+    backslash escapes, the way Python writes them in a string literal."""
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
 
 
 def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[str, Any]) -> None:
@@ -54,10 +98,10 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
         typer.echo(f"No results for {query!r}.")
         return
     for n, result in enumerate(results, start=1):
-        typer.echo(f"{n}. {result.title}  [{result.score:.4g}]")
-        typer.echo(f"   {result.url}")
+        typer.echo(f"{n}. {shown(result.title)}  [{result.score:.4g}]")
+        typer.echo(f"   {shown(result.url)}")
         if result.snippet:
-            typer.echo(f"   {result.snippet}")
+            typer.echo(f"   {shown(' '.join(result.snippet.split()))}")
 
 
 @app.command("add")
@@ -69,18 +113,29 @@ def add(
     title_col: Optional[str] = typer.Option(None, "--title-col", help="Tabular files: column with the title."),
     url_col: Optional[str] = typer.Option(None, "--url-col", help="Tabular files: column with the source URL."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="Tabular files: column with a stable row id."),
+    keywords_only: bool = typer.Option(
+        False, "--keywords-only", help="Index the text only (keyword search); `corpus embed` adds the vectors."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
 ) -> None:
-    """Ingest documents into the corpus (unchanged files are skipped, changed ones replaced)."""
+    """Ingest documents: text first (searchable at once), vectors behind it; unchanged files skipped."""
     from deepresearch.search.documents import add_documents
     from deepresearch.search.readers import TableSpec
 
     spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
-    report = add_documents(open_corpus_workspace(ctx), paths, table=spec, glob=glob, progress=_progress_line())
-    if is_tty():
-        typer.echo("", err=True)
+    ws = open_corpus_workspace(ctx)
+    with _IngestProgress(vectors=not keywords_only) as bars:
+        report = add_documents(
+            ws,
+            paths,
+            table=spec,
+            glob=glob,
+            progress=bars.on_file,
+            vector_progress=bars.on_vectors,
+            embed=not keywords_only,
+        )
     for message in report.errors:
-        typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
+        typer.secho(f"Error: {shown(message)}", err=True, fg=typer.colors.RED)
     if as_json:
         echo_json(report)
     else:
@@ -91,8 +146,49 @@ def add(
             f" in {report.seconds:.1f}s ({rate:.1f} chunks/s)"
             + (f"; {report.duplicates} duplicate documents ignored" if report.duplicates else "")
         )
+        if report.vectors_pending:
+            status(f"{report.vectors_pending} chunks wait for their vector — `deepresearch corpus embed` adds them")
     if report.errors:
         raise typer.Exit(1)
+
+
+@app.command("embed")
+def embed(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Embed the chunks that have no vector yet (after `add --keywords-only` or an interrupted add)."""
+    from deepresearch.search.documents import embed_documents
+
+    ws = open_corpus_workspace(ctx)
+    with _IngestProgress(text=False) as bars:
+        embedded, pending = embed_documents(ws, progress=bars.on_vectors)
+    if as_json:
+        echo_json({"embedded": embedded, "vectors_pending": pending})
+    else:
+        typer.echo(f"embedded {embedded} chunks" + (f"; {pending} still without a vector" if pending else ""))
+
+
+@app.command("status")
+def corpus_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show corpus size, unfinished ingests and how many chunks wait for their vector."""
+    from deepresearch.search.corpus import Corpus
+
+    ws = open_corpus_workspace(ctx)
+    info = Corpus(ws.db, None, ws.config.search.corpus).status()
+    if as_json:
+        echo_json(info)
+        return
+    typer.echo(f"{info.sources} files, {info.documents} documents, {info.chunks} chunks")
+    if info.incomplete_sources:
+        typer.echo(
+            f"{info.incomplete_sources} files incomplete (ingest interrupted) — `deepresearch corpus add` them again"
+        )
+    if info.vectors_pending is None:
+        typer.echo("vectors: unknown (sqlite-vec is not loaded — see `deepresearch doctor`)")
+    else:
+        waiting = f"{info.vectors_pending} chunks wait for their vector — `deepresearch corpus embed`"
+        typer.echo(
+            f"vectors: {waiting if info.vectors_pending else 'all chunks embedded'}"
+            + (f" (model {info.embedding_model})" if info.embedding_model else "")
+        )
 
 
 @app.command("list")
@@ -109,7 +205,8 @@ def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
         typer.echo("The corpus is empty — add documents with `deepresearch corpus add PATH`.")
         return
     for s in sources:
-        typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {s.path}")
+        mark = "" if s.complete else "  (incomplete: interrupted — `corpus add` it again)"
+        typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {shown(s.path)}{mark}")
 
 
 @app.command("search")
@@ -129,7 +226,8 @@ def search_corpus(
     if corpus.count_chunks() == 0 and not as_json:
         warn("the corpus is empty — add documents with `deepresearch corpus add PATH`")
     results = corpus.search(query, count, mode=chosen)
-    _render_results(results, query, as_json, {"backend": "corpus", "mode": chosen})
+    extra = {"backend": "corpus", "mode": chosen, "vectors_pending": corpus.vectors_pending()}
+    _render_results(results, query, as_json, extra)
 
 
 @app.command("remove")

@@ -7,7 +7,9 @@ vectors match the torch reference (cosine ≥ 0.999 per sentence on STS-B dev, s
 docs/BENCHMARKS.md) and a database built by either backend is read by the other.
 
 Texts are embedded in batches of similar token length: padding a 10-token sentence to the
-256 tokens of a long chunk would multiply its cost, and sorting by length removes that.
+256 tokens of a long chunk would multiply its cost, and sorting by length removes that. A
+call with many texts is tokenized and run `TOKENIZE_TEXTS` at a time, so its memory is one
+slice's tokens plus the result, however many texts it is given.
 
 An int8 file can come with a weight correction (`CORRECTION_FILE`, made by
 scripts/make_int8_correction.py from the float32 reference weights): a few bits per weight of
@@ -18,9 +20,11 @@ quarter of the int8 step — cosine ≥ 0.9998 to the reference instead of ≥ 0
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,16 +37,38 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy,
-# small enough that the attention buffers of 256-token chunks stay in cache-friendly sizes.
-TOKENS_PER_BATCH = 8192
+# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy, small
+# enough to bound the activations. Measured on 128 SciFact abstracts (one process, load ≈15):
+# 8,192 tokens peaked at 605 MiB RSS, 4,096 at 432 MiB for 0.94× the speed, 2,048 at 346 MiB
+# for 0.81× (docs/BENCHMARKS.md, session 11).
+TOKENS_PER_BATCH = 4096
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
 # optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
 # ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
 # embedding (corpus add, reembed) runs faster with it.
 BULK_TEXTS = 16
+# Texts tokenized per call: the tokenizer's output for all of a large call at once (ids, offsets,
+# masks of every text) was what grew with the input, not the model's batches.
+TOKENIZE_TEXTS = 1024
+# Characters kept per token of the window before tokenizing (a WordPiece word is at most 100
+# characters, [UNK] beyond; real text averages under 6 per token).
+CHARS_PER_TOKEN = 100
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 # The weight correction of an int8 ONNX file, beside its tokenizer (see the module docstring).
 CORRECTION_FILE = "int8-correction.npz"
+
+
+def _return_large_buffers() -> None:
+    """Fix glibc's mmap threshold at 1 MiB, so the activation buffers of each batch are mapped and
+    unmapped rather than left in the heap: glibc raises the threshold (up to 32 MiB) after the first
+    large free, and the heap then kept every batch's buffers (bulk embedding peaked at 515 MiB RSS,
+    337 with the threshold fixed, at 4,096 tokens per batch; session 11 in docs/BENCHMARKS.md)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1 << 20)
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt): its allocator decides
+        pass
 
 
 def max_seq_length(folder: Path, default: int = 256) -> int:
@@ -145,6 +171,9 @@ class OnnxEmbedder(Embedder):
                 options.log_severity_level = 3  # warnings about unused initializers are noise here
                 if not optimized:
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                else:  # bulk: activations go back to the system after each batch instead of an arena
+                    options.enable_cpu_mem_arena = False
+                    _return_large_buffers()
                 model = self._model()
                 try:
                     session = self._session_of(ort, model, options)
@@ -191,15 +220,31 @@ class OnnxEmbedder(Embedder):
         return out
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Embed `texts` (any number): tokenized once, run in length-sorted batches, mean-pooled, unit length."""
+        """Embed `texts` (any number): tokenized `TOKENIZE_TEXTS` at a time, run in length-sorted
+        batches, mean-pooled, unit length; memory beyond the result does not grow with the count."""
         import numpy as np
 
         session = self._load(optimized=len(texts) >= BULK_TEXTS)
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([str(t).strip() for t in texts])
-        lengths = [len(e.ids) for e in encodings]
         result: np.ndarray | None = None
+        for start in range(0, len(texts), TOKENIZE_TEXTS):
+            part = self._embed_part(session, texts[start : start + TOKENIZE_TEXTS])
+            if result is None:
+                result = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+            result[start : start + len(part)] = part
+        assert result is not None
+        return result
+
+    def _embed_part(self, session: Any, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        # The window is max_length tokens: a text far longer is cut before the tokenizer sees it
+        # (tokenizing a 200 MB string whole only to keep 256 tokens would hold it many times over).
+        limit = self.max_length * CHARS_PER_TOKEN
+        encodings = self._tokenizer.encode_batch([str(t)[:limit].strip() for t in texts])
+        lengths = [len(e.ids) for e in encodings]
+        result = np.empty((len(texts), 0), dtype=np.float32)
         for batch in self.batches(lengths):
             width = max(lengths[i] for i in batch)
             feeds = {
@@ -215,8 +260,7 @@ class OnnxEmbedder(Embedder):
             mask = feeds["attention_mask"][:, :, None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            if result is None:
+            if not result.shape[1]:
                 result = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
             result[batch] = pooled
-        assert result is not None
         return result

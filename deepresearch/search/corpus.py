@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from deepresearch.errors import SearchError
 from deepresearch.indexing import EmbedderSource, LazyEmbedder, match_any
 from deepresearch.search.base import SearchResult
-from deepresearch.search.corpus_index import ChunkVectors
+from deepresearch.search.corpus_index import CLAIM, ChunkVectors
 from deepresearch.search.ingest import CorpusWriter
 from deepresearch.text import STOPWORDS, content_words, split_sentences, truncate, words
 
@@ -32,13 +32,27 @@ SNIPPET_CHARS = 300
 
 @dataclass
 class SourceInfo:
-    """One ingested file as listed by `corpus list`."""
+    """One ingested file as listed by `corpus list`; `complete` is False while (or when) its ingest
+    did not finish — the next `corpus add` of the file finishes it."""
 
     path: str
     kind: str
     documents: int
     chunks: int
     updated_at: float
+    complete: bool = True
+
+
+@dataclass
+class CorpusStatus:
+    """What `corpus status` shows: sizes, unfinished ingests and chunks waiting for a vector."""
+
+    sources: int
+    incomplete_sources: int
+    documents: int
+    chunks: int
+    vectors_pending: int | None  # None: cannot tell (sqlite-vec not loaded)
+    embedding_model: str | None
 
 
 def fts_query(query: str) -> str | None:
@@ -67,6 +81,7 @@ class Corpus(CorpusWriter):
     def __init__(self, conn: Any, embedder: EmbedderSource | None, config: CorpusConfig):
         self._embedder = LazyEmbedder(embedder, "the corpus")
         super().__init__(conn, config, ChunkVectors(conn, self._embedder))
+        self._warned_pending = 0
 
     @classmethod
     def from_workspace(cls, ws: Workspace) -> Corpus:
@@ -91,10 +106,30 @@ class Corpus(CorpusWriter):
             """select s.path, s.kind, s.updated_at,
                       (select count(*) from corpus_documents d where d.source_id = s.id),
                       (select count(*) from corpus_chunks c join corpus_documents d on c.doc_id = d.id
-                        where d.source_id = s.id)
+                        where d.source_id = s.id),
+                      s.file_hash is not null
                from corpus_sources s order by s.path"""
         ).fetchall()
-        return [SourceInfo(path=r[0], kind=r[1], updated_at=r[2], documents=r[3], chunks=r[4]) for r in rows]
+        return [
+            SourceInfo(path=r[0], kind=r[1], updated_at=r[2], documents=r[3], chunks=r[4], complete=bool(r[5]))
+            for r in rows
+        ]
+
+    def status(self) -> CorpusStatus:
+        """Sizes of the corpus, ingests left incomplete, and chunks that wait for their vector."""
+        q = self.conn.execute
+        return CorpusStatus(
+            sources=int(q("select count(*) from corpus_sources").fetchone()[0]),
+            incomplete_sources=int(q("select count(*) from corpus_sources where file_hash is null").fetchone()[0]),
+            documents=int(q("select count(*) from corpus_documents").fetchone()[0]),
+            chunks=self.count_chunks(),
+            vectors_pending=self.vectors.pending(),
+            embedding_model=CLAIM.stored(self.conn)[0],
+        )
+
+    def vectors_pending(self) -> int:
+        """Chunks without a vector yet (0 when that cannot be told): they rank by BM25 alone."""
+        return self.vectors.pending() or 0
 
     def count_chunks(self) -> int:
         """Number of chunks in the corpus."""
@@ -145,12 +180,21 @@ class Corpus(CorpusWriter):
             mode = "bm25"
         if mode == "bm25":
             return [(c, s) for _, c, s in self._doc_ranking(self.bm25_chunks(query, depth))[:count]]
+        vector = self._doc_ranking(self.vector_chunks(query, depth))
+        if (pending := self.vectors_pending()) and pending != self._warned_pending:
+            self._warned_pending = pending  # once per backlog size, not on every query of a research run
+            log.warning(
+                "%d corpus chunks have no vector yet: %s — `deepresearch corpus embed` embeds them",
+                pending,
+                "hybrid search ranks them by BM25 alone" if mode == "hybrid" else "vector search cannot find them",
+            )
         if mode == "vector":
-            return [(c, s) for _, c, s in self._doc_ranking(self.vector_chunks(query, depth))[:count]]
+            return [(c, s) for _, c, s in vector[:count]]
         lists = (
             (self.config.bm25_weight, self._doc_ranking(self.bm25_chunks(query, depth))),
-            (self.config.vector_weight, self._doc_ranking(self.vector_chunks(query, depth))),
+            (self.config.vector_weight, vector),
         )
+        # A document whose chunks have no vector yet is in the BM25 list only: it still ranks.
         return rrf_fuse(lists, self.config.rrf_k)[:count]
 
     def search(self, query: str, count: int, mode: str = "hybrid") -> list[SearchResult]:

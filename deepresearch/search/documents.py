@@ -23,12 +23,32 @@ def add_documents(
     table: TableSpec | None = None,
     glob: str | None = None,
     progress: Callable[[Any], None] | None = None,
+    vector_progress: Callable[[Any], None] | None = None,
+    embed: bool = True,
 ) -> Any:
-    """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go."""
-    report = Corpus.from_workspace(ws).add_paths(paths, table=table, glob=glob, progress=progress)
-    if report.documents or report.removed_documents:
+    """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go.
+    `embed=False` writes the text only (keyword search); `embed_documents` adds the vectors later."""
+    corpus = Corpus.from_workspace(ws)
+    try:
+        report = corpus.add_paths(
+            paths, table=table, glob=glob, progress=progress, vector_progress=vector_progress, embed=embed
+        )
+    except BaseException:
+        _forget_cached_corpus_searches(ws)  # an interrupted ingest may have written documents already
+        raise
+    if report.documents or report.removed_documents or report.vectors:
         _forget_cached_corpus_searches(ws)
     return report
+
+
+def embed_documents(ws: Workspace, progress: Callable[[Any], None] | None = None) -> tuple[int, int | None]:
+    """Embed the corpus chunks that have no vector yet: (embedded, still pending); a cached hybrid
+    search that ranked them by keywords alone goes."""
+    corpus = Corpus.from_workspace(ws)
+    embedded = corpus.embed_pending(progress)
+    if embedded:
+        _forget_cached_corpus_searches(ws)
+    return embedded, corpus.vectors.pending()
 
 
 def remove_documents(ws: Workspace, paths: Iterable[Path | str] = (), *, all_sources: bool = False) -> int:

@@ -1,8 +1,17 @@
 """Writing the corpus: files and folders ingested into chunks, FTS5 rows and chunk vectors,
 and removed again.
 
+Text first, vectors behind it: the main thread reads, chunks and writes each file's chunks and
+FTS5 rows in short transactions (keyword search answers as soon as a file is in), while a
+`VectorFiller` thread embeds the chunks that have no vector yet (search/corpus_index.py).
+Memory does not grow with the input: a large text file is read and chunked in pieces and
+written `STREAM_CHUNKS` chunks at a time, tables are streamed in row batches, and the
+embedding backlog waits in the database, not in memory.
+
 Ingestion is idempotent: an unchanged file is skipped, a changed file has only its changed
-documents replaced, identical content already stored elsewhere is not added twice.
+documents replaced, identical content already stored elsewhere is not added twice. A source
+whose file hash is not recorded yet (null) is incomplete: its ingest was interrupted, and the
+next `corpus add` finishes it.
 """
 
 from __future__ import annotations
@@ -11,7 +20,6 @@ import hashlib
 import itertools
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +28,19 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from deepresearch.db import database_failure, transaction
 from deepresearch.errors import DeepResearchError, InputError, NotFound
 from deepresearch.facts import text_hash
-from deepresearch.search.corpus_index import ChunkVectors
-from deepresearch.search.readers import SUPPORTED, RawDocument, TableSpec, is_table, iter_table, read_file
+from deepresearch.search.chunking import chunk_text, iter_chunks
+from deepresearch.search.corpus_index import ChunkVectors, VectorFiller, VectorProgress
+from deepresearch.search.readers import (
+    STREAM_BYTES,
+    SUPPORTED,
+    RawDocument,
+    TableSpec,
+    is_table,
+    is_text,
+    iter_table,
+    read_file,
+    stream_text_file,
+)
 from deepresearch.text import has_cjk, words
 
 if TYPE_CHECKING:
@@ -30,6 +49,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROW_BATCH = 256
+# Chunks of one streamed text file written per transaction.
+STREAM_CHUNKS = 512
+# content_hash of a streamed document until its last chunk is written: an interrupted one is
+# never taken for the complete document by the next ingest.
+PARTIAL = "partial:"
+
+__all__ = ["CorpusWriter", "IngestProgress", "IngestReport", "VectorProgress", "chunk_text", "fts_text"]
 
 
 @dataclass
@@ -45,6 +71,9 @@ class IngestReport:
     removed_documents: int = 0
     duplicates: int = 0
     seconds: float = 0.0
+    text_seconds: float = 0.0  # until the text of every file was in (keyword search complete)
+    vectors: int = 0  # chunks embedded by this run
+    vectors_pending: int | None = None  # chunks left without a vector (None: cannot tell without sqlite-vec)
 
 
 @dataclass
@@ -59,21 +88,30 @@ class IngestProgress:
     seconds: float
 
 
-def chunk_text(text: str, size: int, overlap: int) -> list[str]:
-    """Split text into windows of about `size` words sharing `overlap` words (CJK: 2 chars = 1 word)."""
-    spans = [m.span() for m in re.finditer(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]{1,2}|\S+", text)]
-    if not spans:
-        return []
-    step = max(1, size - min(overlap, size - 1))
-    chunks = []
-    start = 0
-    while True:
-        end = min(len(spans), start + size)
-        chunks.append(text[spans[start][0] : spans[end - 1][1]].strip())
-        if end >= len(spans):
-            break
-        start += step
-    return chunks
+@dataclass
+class _Run:
+    """One `add_paths` call as its steps see it: the report, the vector filler to wake after each
+    commit, and the progress callback (told after each batch of a table or a streamed file)."""
+
+    report: IngestReport
+    started: float
+    total: int
+    filler: VectorFiller | None = None
+    progress: Callable[[IngestProgress], None] | None = None
+    path: str = ""
+    done: int = 0
+    in_batches: bool = False
+
+    def event(self) -> IngestProgress:
+        r, seconds = self.report, time.perf_counter() - self.started
+        return IngestProgress(self.path, self.done, self.total, r.documents, r.chunks, seconds)
+
+    def committed(self) -> None:
+        """New chunks are in: wake the vector filler; tell the progress callback inside long files."""
+        if self.filler is not None:
+            self.filler.nudge()
+        if self.progress and self.in_batches:
+            self.progress(self.event())
 
 
 def fts_text(text: str) -> str:
@@ -104,38 +142,60 @@ class CorpusWriter:
         table: TableSpec | None = None,
         glob: str | None = None,
         progress: Callable[[IngestProgress], None] | None = None,
+        vector_progress: Callable[[VectorProgress], None] | None = None,
+        embed: bool = True,
     ) -> IngestReport:
-        """Ingest files and folders (folders: every supported file, or those matching `glob`)."""
+        """Ingest files and folders (folders: every supported file, or those matching `glob`):
+        text first, vectors in a background thread (`embed=False`: text only, `corpus embed` later)."""
         report = IngestReport()
         started = time.perf_counter()
         files = self._expand(paths, glob, report)
-        if files:
-            self.vectors.embed_missing()
-        for index, path in enumerate(files):
-            try:
-                self._add_one(path, table or TableSpec(), report, progress, index, len(files), started)
-            except InputError as exc:
-                report.errors.append(str(exc))
-            except DeepResearchError:
-                raise
-            except Exception as exc:  # one bad file must not stop the batch …
-                if database_failure(exc):
-                    raise  # … but a locked, read-only or corrupt database stops it (the caller names the file)
-                log.debug("ingest of %s failed", path, exc_info=True)
-                report.errors.append(f"{path}: cannot ingest ({type(exc).__name__}: {exc})")
-            if progress:
-                progress(
-                    IngestProgress(
-                        str(path),
-                        index + 1,
-                        len(files),
-                        report.documents,
-                        report.chunks,
-                        time.perf_counter() - started,
-                    )
-                )
+        filler = None
+        if embed and self.vectors.enabled and (files or self.vectors.pending()):
+            self.vectors.repair()
+            filler = VectorFiller(self.vectors, progress=vector_progress, written=lambda: report.chunks)
+        run = _Run(report, started, len(files), filler, progress)
+        try:
+            if filler:
+                filler.start()
+            for index, path in enumerate(files):
+                run.path, run.done = str(path), index
+                self._add_guarded(path, table or TableSpec(), run)
+                run.done, run.in_batches = index + 1, False
+                if progress:
+                    progress(run.event())
+            report.text_seconds = time.perf_counter() - started
+            if filler:
+                report.vectors = filler.finish()
+        finally:
+            if filler:
+                filler.stop()  # after an interrupt: stop embedding; what is stored stays
+        report.vectors_pending = self.vectors.pending()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _add_guarded(self, path: Path, spec: TableSpec, run: _Run) -> None:
+        """Ingest one file; a bad file becomes one message in the report's errors."""
+        report = run.report
+        try:
+            self._add_one(path, spec, run)
+        except InputError as exc:
+            report.errors.append(str(exc))
+        except DeepResearchError:
+            raise
+        except Exception as exc:  # one bad file must not stop the batch …
+            if database_failure(exc):
+                raise  # … but a locked, read-only or corrupt database stops it (the caller names the file)
+            log.debug("ingest of %s failed", path, exc_info=True)
+            report.errors.append(f"{path}: cannot ingest ({type(exc).__name__}: {exc})")
+
+    def embed_pending(self, progress: Callable[[VectorProgress], None] | None = None) -> int:
+        """Embed every chunk that has no vector yet (after `add_paths(embed=False)` or an interrupted
+        ingest); returns how many were embedded (0 when vectors are off)."""
+        if not self.vectors.enabled:
+            return 0
+        self.vectors.repair()
+        return VectorFiller(self.vectors, progress=progress).run()
 
     def _expand(self, paths: Iterable[Path | str], glob: str | None, report: IngestReport) -> list[Path]:
         files: list[Path] = []
@@ -163,16 +223,7 @@ class CorpusWriter:
         ).fetchone()
         return None if row is None else (int(row[0]), row[1], str(row[2]))
 
-    def _add_one(
-        self,
-        path: Path,
-        spec: TableSpec,
-        report: IngestReport,
-        progress: Callable[[IngestProgress], None] | None,
-        index: int,
-        total: int,
-        started: float,
-    ) -> None:
+    def _add_one(self, path: Path, spec: TableSpec, run: _Run) -> None:
         if not path.is_file():
             raise InputError(f"{path}: not a regular file (broken link or special file) — check the path")
         tabular = is_table(path)
@@ -181,26 +232,18 @@ class CorpusWriter:
             file_hash = _file_hash(path)
         except PermissionError:
             raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
-        source = self._source(path)
+        source, report = self._source(path), run.report
         if source is not None and source[1] == file_hash and source[2] == spec_json:
             report.skipped.append(str(path))
             return
-        batches: Iterator[list[RawDocument]] = (
-            iter_table(path, spec, ROW_BATCH) if tabular else iter([[read_file(path)]])
-        )
+        streamed = is_text(path) and path.stat().st_size > STREAM_BYTES
+        run.in_batches = tabular or streamed
+        batches: Iterator[list[RawDocument]] = iter(())
+        if not streamed:
+            batches = iter_table(path, spec, ROW_BATCH) if tabular else iter([[read_file(path, self._max_bytes)]])
         # Read the first batch before touching the DB, so a bad file leaves no trace.
         first = next(batches, [])
-        now = time.time()
-        with transaction(self.conn):
-            if source is None:
-                cur = self.conn.execute(
-                    "insert into corpus_sources (path, kind, file_hash, spec, added_at, updated_at)"
-                    " values (?, ?, null, ?, ?, ?)",
-                    (str(path), "table" if tabular else "file", spec_json, now, now),
-                )
-                source_id = int(cur.lastrowid)
-            else:
-                source_id = source[0]
+        source_id = self._open_source(path, source, "table" if tabular else "file", spec_json)
         existing = {
             key: (int(doc_id), digest)
             for doc_id, key, digest in self.conn.execute(
@@ -208,20 +251,12 @@ class CorpusWriter:
             )
         }
         seen: set[str] = set()
-        inserted = 0
-        for batch in itertools.chain([first], batches):
-            inserted += self._write_batch(source_id, batch, existing, seen, report)
-            if progress and tabular:
-                progress(
-                    IngestProgress(
-                        str(path),
-                        index,
-                        total,
-                        report.documents,
-                        report.chunks,
-                        time.perf_counter() - started,
-                    )
-                )
+        if streamed:
+            inserted = self._add_streamed(path, source_id, file_hash, existing, seen, run)
+        else:
+            inserted = sum(
+                self._write_batch(source_id, batch, existing, seen, run) for batch in itertools.chain([first], batches)
+            )
         stale = [doc_id for key, (doc_id, _) in existing.items() if key not in seen]
         with transaction(self.conn):
             self._delete_documents(stale)
@@ -237,15 +272,103 @@ class CorpusWriter:
         else:
             report.skipped.append(str(path))
 
+    @property
+    def _max_bytes(self) -> int:
+        return int(self.config.max_file_mb * (1 << 20))
+
+    def _open_source(self, path: Path, source: tuple[int, str | None, str] | None, kind: str, spec: str) -> int:
+        """The source row of `path`, marked incomplete (no file hash) until its ingest ends."""
+        now = time.time()
+        with transaction(self.conn):
+            if source is not None:
+                self.conn.execute("update corpus_sources set file_hash = null where id = ?", (source[0],))
+                return source[0]
+            cur = self.conn.execute(
+                "insert into corpus_sources (path, kind, file_hash, spec, added_at, updated_at)"
+                " values (?, ?, null, ?, ?, ?)",
+                (str(path), kind, spec, now, now),
+            )
+            return int(cur.lastrowid)
+
+    def _add_streamed(
+        self,
+        path: Path,
+        source_id: int,
+        file_hash: str,
+        existing: dict[str, tuple[int, str]],
+        seen: set[str],
+        run: _Run,
+    ) -> int:
+        """A large text file as one document, read, chunked and written in pieces (bounded memory)."""
+        title, pieces = stream_text_file(path)
+        report = run.report
+        digest = f"file:{file_hash}"  # the text is never held whole, so the file's bytes identify it
+        seen.add("")
+        old = existing.get("")
+        if old is not None and old[1] == digest:
+            return 0
+        if old is None and self._duplicate(digest):
+            report.duplicates += 1
+            return 0
+        with transaction(self.conn):
+            self._delete_documents([old[0]] if old else [])
+            doc_id = self.conn.execute(
+                "insert into corpus_documents (source_id, doc_key, url, title, content_hash) values (?, '', ?, ?, ?)",
+                (source_id, path.absolute().as_uri(), title, PARTIAL + digest),
+            ).lastrowid
+        written = 0
+        chunks = iter_chunks(pieces, self.config.chunk_words, self.config.chunk_overlap)
+        while part := list(itertools.islice(chunks, STREAM_CHUNKS)):
+            with transaction(self.conn):
+                self._insert_chunks(int(doc_id), title, part, written)
+            written += len(part)
+            report.chunks += len(part)
+            run.committed()
+        with transaction(self.conn):
+            if not written:
+                self._delete_documents([int(doc_id)])
+            else:
+                self.conn.execute("update corpus_documents set content_hash = ? where id = ?", (digest, doc_id))
+        if not written:
+            raise InputError(f"{path}: empty file (no text to index) — remove it or add content")
+        report.documents += 1
+        report.removed_documents += 1 if old else 0
+        return 1
+
+    def _insert_chunks(self, doc_id: int, title: str, chunks: list[str], first_seq: int) -> list[int]:
+        """Insert chunks (and their FTS rows) of one document (caller holds the transaction); their ids."""
+        # Ids are assigned here (max + 1, what SQLite would pick) so every table is written with one
+        # executemany instead of one statement per row.
+        chunk_id = self.conn.execute("select coalesce(max(id), 0) from corpus_chunks").fetchone()[0]
+        ids = list(range(chunk_id + 1, chunk_id + 1 + len(chunks)))
+        fts_title = fts_text(title)
+        self.conn.executemany(
+            "insert into corpus_chunks (id, doc_id, seq, text) values (?, ?, ?, ?)",
+            [(i, doc_id, first_seq + n, chunk) for n, (i, chunk) in enumerate(zip(ids, chunks, strict=True))],
+        )
+        self.conn.executemany(
+            "insert into corpus_fts (rowid, title, body) values (?, ?, ?)",
+            [(i, fts_title, fts_text(chunk)) for i, chunk in zip(ids, chunks, strict=True)],
+        )
+        return ids
+
+    def _duplicate(self, digest: str) -> bool:
+        return (
+            self.conn.execute("select 1 from corpus_documents where content_hash = ? limit 1", (digest,)).fetchone()
+            is not None
+        )
+
     def _write_batch(
         self,
         source_id: int,
         batch: list[RawDocument],
         existing: dict[str, tuple[int, str]],
         seen: set[str],
-        report: IngestReport,
+        run: _Run,
     ) -> int:
+        """Write the new and changed documents of one batch (chunks + FTS rows; vectors come later)."""
         size, overlap = self.config.chunk_words, self.config.chunk_overlap
+        report = run.report
         replace: list[int] = []
         fresh: list[tuple[RawDocument, str, list[str]]] = []
         batch_hashes: set[str] = set()
@@ -259,45 +382,24 @@ class CorpusWriter:
                 continue
             if old is not None:
                 replace.append(old[0])
-            elif (
-                digest in batch_hashes
-                or self.conn.execute(
-                    "select 1 from corpus_documents where content_hash = ? limit 1", (digest,)
-                ).fetchone()
-            ):
+            elif digest in batch_hashes or self._duplicate(digest):
                 report.duplicates += 1
                 continue
             batch_hashes.add(digest)
             chunks = chunk_text(doc.text, size, overlap)
             if chunks:
                 fresh.append((doc, digest, chunks))
-        texts = [f"{doc.title}\n{chunk}" if doc.title else chunk for doc, _, chunks in fresh for chunk in chunks]
-        vectors = self.vectors.embed(texts)
         with transaction(self.conn):
             self._delete_documents(replace)
-            # Ids are assigned here (max + 1, what SQLite would pick) so every table is written
-            # with one executemany instead of one statement per row.
-            doc_id = self.conn.execute("select coalesce(max(id), 0) from corpus_documents").fetchone()[0]
-            chunk_id = self.conn.execute("select coalesce(max(id), 0) from corpus_chunks").fetchone()[0]
-            documents, chunk_rows, fts_rows = [], [], []
             for doc, digest, chunks in fresh:
-                doc_id += 1
-                documents.append((doc_id, source_id, doc.key, doc.url, doc.title, digest))
-                title = fts_text(doc.title)
-                for seq, chunk in enumerate(chunks):
-                    chunk_id += 1
-                    chunk_rows.append((chunk_id, doc_id, seq, chunk))
-                    fts_rows.append((chunk_id, title, fts_text(chunk)))
-            self.conn.executemany(
-                "insert into corpus_documents (id, source_id, doc_key, url, title, content_hash)"
-                " values (?, ?, ?, ?, ?, ?)",
-                documents,
-            )
-            self.conn.executemany("insert into corpus_chunks (id, doc_id, seq, text) values (?, ?, ?, ?)", chunk_rows)
-            self.conn.executemany("insert into corpus_fts (rowid, title, body) values (?, ?, ?)", fts_rows)
-            self.vectors.write([row[0] for row in chunk_rows], vectors)
+                doc_id = self.conn.execute(
+                    "insert into corpus_documents (source_id, doc_key, url, title, content_hash)"
+                    " values (?, ?, ?, ?, ?)",
+                    (source_id, doc.key, doc.url, doc.title, digest),
+                ).lastrowid
+                report.chunks += len(self._insert_chunks(int(doc_id), doc.title, chunks, 0))
+        run.committed()
         report.documents += len(fresh)
-        report.chunks += len(chunk_rows)
         report.removed_documents += len(replace)
         return len(fresh)
 

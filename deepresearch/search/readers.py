@@ -1,5 +1,7 @@
 """Turn files into documents: text, Markdown, HTML (boilerplate dropped), PDF, and tabular
-corpora (Parquet/CSV/JSONL) streamed through DuckDB in batches.
+corpora (Parquet/CSV/JSONL) streamed through DuckDB in batches. A text file larger than
+`STREAM_BYTES` is read in pieces (`stream_text_file`); HTML and PDF files are read whole, up to
+`search.corpus.max_file_mb`.
 
 Every problem a user can cause (binary file, empty file, PDF without text, missing column)
 raises `InputError` with a message that names the fix.
@@ -7,6 +9,8 @@ raises `InputError` with a message that names the fix.
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import logging
 import re
 from dataclasses import dataclass
@@ -22,6 +26,11 @@ HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 PDF_SUFFIXES = (".pdf",)
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
 SUPPORTED = TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES + TABLE_SUFFIXES
+# Text files larger than this are decoded, chunked and written in pieces of PIECE_BYTES (one
+# piece's word list, not the file's, is what chunking holds).
+STREAM_BYTES = 4 << 20
+PIECE_BYTES = 1 << 18
+ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")  # tried in order; latin-1 decodes any bytes
 
 
 @dataclass
@@ -49,8 +58,19 @@ def is_table(path: Path) -> bool:
     return path.suffix.lower() in TABLE_SUFFIXES
 
 
-def _read_bytes(path: Path) -> bytes:
+def is_text(path: Path) -> bool:
+    """True for plain text and Markdown files (the ones that can be streamed)."""
+    return path.suffix.lower() in TEXT_SUFFIXES
+
+
+def _read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
     try:
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            raise InputError(
+                f"{path}: {path.stat().st_size / (1 << 20):.0f} MB is more than search.corpus.max_file_mb"
+                f" ({max_bytes / (1 << 20):g} MB) for a file read whole — convert it to .txt (text files of"
+                " any size are streamed) or raise search.corpus.max_file_mb"
+            )
         return path.read_bytes()
     except PermissionError:
         raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
@@ -76,14 +96,18 @@ def _looks_binary(text: str, utf8: bool) -> bool:
     return not utf8 and ascii_text < 0.7 * len(sample)
 
 
-def _decode(path: Path, data: bytes) -> str:
-    if b"\x00" in data[:8192]:
-        raise InputError(f"{path}: looks like a binary file, not text — convert it to .txt/.md/.pdf first")
-    binary = InputError(
+def _binary(path: Path) -> InputError:
+    return InputError(
         f"{path}: looks like binary data or text in an unknown encoding, not text — convert it to UTF-8"
         " text (.txt/.md) first"
     )
-    for encoding in ("utf-8-sig", "cp1252", "latin-1"):
+
+
+def _decode(path: Path, data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise InputError(f"{path}: looks like a binary file, not text — convert it to .txt/.md/.pdf first")
+    binary = _binary(path)
+    for encoding in ENCODINGS:
         try:
             text = data.decode(encoding)
         except UnicodeDecodeError:
@@ -100,16 +124,58 @@ def _require_text(path: Path, text: str, what: str = "file") -> str:
     return text
 
 
-def read_text_file(path: Path) -> tuple[str, str]:
-    """(title, text) of a .txt/.md file; the title is the first Markdown heading or line."""
-    text = _require_text(path, _decode(path, _read_bytes(path)))
-    title = path.stem
+def _text_title(path: Path, text: str) -> str:
+    """The first Markdown heading or non-empty line of `text` (else the file name)."""
     for line in text.splitlines():
         line = line.strip()
         if line:
-            title = line.lstrip("#").strip() or path.stem
-            break
-    return title[:200], text
+            return (line.lstrip("#").strip() or path.stem)[:200]
+    return path.stem[:200]
+
+
+def read_text_file(path: Path) -> tuple[str, str]:
+    """(title, text) of a .txt/.md file; the title is the first Markdown heading or line."""
+    text = _require_text(path, _decode(path, _read_bytes(path)))
+    return _text_title(path, text), text
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    try:
+        with path.open("rb") as handle:
+            yield from iter(lambda: handle.read(PIECE_BYTES), b"")
+    except PermissionError:
+        raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc}) — check the path") from None
+
+
+def text_encoding(path: Path) -> str:
+    """The encoding `read_text_file` would decode the file with, found block by block (binary data
+    is an InputError): the first of ENCODINGS that decodes every byte."""
+    decoders = {name: codecs.getincrementaldecoder(name)() for name in ENCODINGS[:-1]}
+    head = b""
+    for block in itertools.chain(_blocks(path), [b""]):
+        head = head or block
+        for name in list(decoders):
+            try:
+                decoders[name].decode(block, final=not block)
+            except UnicodeDecodeError:
+                del decoders[name]
+    if b"\x00" in head[:8192]:
+        raise InputError(f"{path}: looks like a binary file, not text — convert it to .txt/.md/.pdf first")
+    encoding = next(iter(decoders), ENCODINGS[-1])
+    if _looks_binary(head.decode(encoding, errors="ignore"), utf8=encoding == "utf-8-sig"):
+        raise _binary(path)
+    return encoding
+
+
+def stream_text_file(path: Path) -> tuple[str, Iterator[str]]:
+    """(title, text in pieces) of a large .txt/.md file: what `read_text_file` returns, without ever
+    holding the whole text (the title comes from the first piece)."""
+    decoder = codecs.getincrementaldecoder(text_encoding(path))()
+    pieces = (decoder.decode(block, final=not block) for block in itertools.chain(_blocks(path), [b""]))
+    first = next(pieces, "")
+    return _text_title(path, first), itertools.chain([first], pieces)
 
 
 # --- HTML: main text without navigation, headers, footers, scripts -------------------------
@@ -277,22 +343,22 @@ def html_to_text(html: str) -> tuple[str, str]:
     return title, "\n\n".join(kept)
 
 
-def read_html_file(path: Path) -> tuple[str, str]:
-    """(title, main text) of an HTML file."""
-    title, text = html_to_text(_decode(path, _read_bytes(path)))
+def read_html_file(path: Path, max_bytes: int | None = None) -> tuple[str, str]:
+    """(title, main text) of an HTML file (at most `max_bytes` long)."""
+    title, text = html_to_text(_decode(path, _read_bytes(path, max_bytes)))
     _require_text(path, text, "page")
     return (title or path.stem)[:200], text
 
 
-def read_pdf_file(path: Path) -> tuple[str, str]:
-    """(title, text) of a PDF via pypdf; a PDF without a text layer is an InputError."""
+def read_pdf_file(path: Path, max_bytes: int | None = None) -> tuple[str, str]:
+    """(title, text) of a PDF via pypdf (at most `max_bytes` long); a PDF without a text layer is an InputError."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
     # pypdf logs its own warnings about broken files; our InputError below is the one message.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 
-    data = _read_bytes(path)
+    data = _read_bytes(path, max_bytes)
     _require_text(path, "x" if data else "")
     import io
 
@@ -315,13 +381,14 @@ def read_pdf_file(path: Path) -> tuple[str, str]:
     return (str(meta_title).strip() or path.stem)[:200], text
 
 
-def read_file(path: Path) -> RawDocument:
-    """The single document of a text, Markdown, HTML or PDF file (URL = file:// absolute path)."""
+def read_file(path: Path, max_bytes: int | None = None) -> RawDocument:
+    """The single document of a text, Markdown, HTML or PDF file (URL = file:// absolute path);
+    HTML and PDF files are read whole, so one larger than `max_bytes` is an InputError."""
     suffix = path.suffix.lower()
     if suffix in HTML_SUFFIXES:
-        title, text = read_html_file(path)
+        title, text = read_html_file(path, max_bytes)
     elif suffix in PDF_SUFFIXES:
-        title, text = read_pdf_file(path)
+        title, text = read_pdf_file(path, max_bytes)
     elif suffix in TEXT_SUFFIXES:
         title, text = read_text_file(path)
     elif suffix in TABLE_SUFFIXES:
