@@ -3,7 +3,6 @@ any search backend, and the search cache."""
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -20,6 +19,7 @@ from deepresearch.cli.common import (
     status,
     warn,
 )
+from deepresearch.text import terminal_safe
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
@@ -84,12 +84,6 @@ class _IngestProgress:
         return show
 
 
-def shown(text: str) -> str:
-    """`text` safe to print on a terminal: control characters (newlines, escape sequences) as
-    backslash escapes, the way Python writes them in a string literal."""
-    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
-
-
 def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[str, Any]) -> None:
     if as_json:
         echo_json({"query": query, **extra, "results": results})
@@ -98,10 +92,10 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
         typer.echo(f"No results for {query!r}.")
         return
     for n, result in enumerate(results, start=1):
-        typer.echo(f"{n}. {shown(result.title)}  [{result.score:.4g}]")
-        typer.echo(f"   {shown(result.url)}")
+        typer.echo(f"{n}. {terminal_safe(result.title)}  [{result.score:.4g}]")
+        typer.echo(f"   {terminal_safe(result.url)}")
         if result.snippet:
-            typer.echo(f"   {shown(' '.join(result.snippet.split()))}")
+            typer.echo(f"   {terminal_safe(' '.join(result.snippet.split()))}")
 
 
 @app.command("add")
@@ -135,7 +129,7 @@ def add(
             embed=not keywords_only,
         )
     for message in report.errors:
-        typer.secho(f"Error: {shown(message)}", err=True, fg=typer.colors.RED)
+        typer.secho(f"Error: {terminal_safe(message)}", err=True, fg=typer.colors.RED)
     if as_json:
         echo_json(report)
     else:
@@ -206,7 +200,7 @@ def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
         return
     for s in sources:
         mark = "" if s.complete else "  (incomplete: interrupted — `corpus add` it again)"
-        typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {shown(s.path)}{mark}")
+        typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {terminal_safe(s.path)}{mark}")
 
 
 @app.command("search")
