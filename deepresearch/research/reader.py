@@ -75,7 +75,7 @@ def reader_evidence(state: ResearchState, passages: list[str], budget_tokens: in
         if cost <= budget:
             budget -= cost
             kept.setdefault(sid, []).append(i)
-    out = []
+    out: list[tuple[str, str, str, str]] = []
     for sid in [s for s in passages if s in kept]:
         source = by_sid[sid]
         text = " ".join(source.sentences[i][0] for i in sorted(kept[sid]))
