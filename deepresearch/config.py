@@ -270,6 +270,11 @@ class ResearchConfig(_Section):
     facts_per_source: int = Field(5, ge=1, description="Facts extracted per source at most.")
     kb_write: bool = Field(True, description="Store extracted facts in the knowledge base.")
     max_tokens: int = Field(256, ge=16, description="Cap on tokens the model generates per research step.")
+    reader_tokens: int = Field(
+        500,
+        ge=100,
+        description="Evidence the answer step's model reads, in tokens (the best sentences of the best passages).",
+    )
     kb_cover_similarity: float = Field(
         0.5,
         ge=0,
@@ -280,10 +285,8 @@ class ResearchConfig(_Section):
     model_steps: list[ModelStep] = Field(
         default_factory=list,
         description="Research steps that ask the chat model (plan: extra queries; extract: facts; reflect:"
-        " follow-ups; answer: pick among the scored answer candidates). Every step has a deterministic"
-        " path. Default none: on the multi-hop eval the shipped SmolLM2-135M's outputs were rejected most of"
-        " the time (plan, reflect, extract) or chose the gold answer less often than the scored candidate"
-        " (answer) — add steps for a stronger GGUF or server. [] = no model is loaded.",
+        " follow-ups; answer: read the best evidence and answer in a few words, kept only when the evidence"
+        " states it). Every step has a deterministic path. [] = no model is loaded.",
     )
 
 

@@ -7,22 +7,31 @@ with the corpus module into a workspace; `--corpus all` ingests every paragraph 
 only those of the selected questions. The ingested DB is cached in `--cache-dir` (keyed by
 the file, the corpus choice and the embedding model), so reruns do not re-embed.
 
-Modes, each on its own copy of the ingested workspace, CLI defaults (config file defaults):
-- model:    the research loop with the configured chat model (the shipped GGUF by default)
-- none:     the same loop with no model (every step on its deterministic path)
-- baseline: the top 5 documents of one `corpus search` for the question
-- model-all (on request): every step asks the model, to measure each step's acceptance rate
+Modes (CLI defaults otherwise):
+- extractive: the research loop with no model (every step on its deterministic path)
+- reader:     the answer step with a model reading the evidence, once per `--models` entry
+              (a shipped model name or a GGUF path; `--threads` llama threads). The search loop
+              does not use the model (`research.model_steps: [answer]`), so each reader mode
+              re-runs the answer and report steps on a copy of the extractive run's checkpoint
+              (`--resume` from the answer step): same evidence, and the wall time counted is the
+              loop's plus the reader's.
+- baseline:   the top 5 documents of one `corpus search` for the question
+- model-all (on request): every step asks the model (the first `--models` entry), to measure
+  each step's acceptance rate
 
-Figures per mode: support recall of cited sources (gold supporting paragraphs, matched by
-title), gold answer (or an alias) in the Answer section, gold answer anywhere in the report,
-citation validity (cited numbers that resolve to a source the run retrieved or a KB fact's
-source), answer precision (the share of the Answer section's citations — one per sentence —
-whose source is a gold supporting paragraph, by title), median wall seconds; for the model
-mode also the per-step model acceptance rates and how often the model's answer choice / the
-scored choice holds the gold answer.
+Figures per mode: headline exact match and F1 (SQuAD normalization; an abstention scores 0),
+wrong-headline rate (answered with F1 < 0.5), abstention rate, support recall (gold supporting
+paragraphs among the cited sources, by title) and citation precision (cited sources that are
+gold supporting paragraphs), citation validity (cited numbers that resolve to a source the run
+retrieved or a KB fact's source), gold answer in the Answer section / anywhere in the report,
+answer precision (the Answer section's citations on a gold paragraph), median wall seconds and
+mean model seconds per question.
 
-    python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --limit 30 \
-        --cache-dir /tmp/eval-cache [--modes model,none,baseline] [--json]
+Develop on one slice (`--start 0 --limit 40`), report on another (`--start 40 --limit 60`).
+
+    python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --start 40 \
+        --limit 60 --cache-dir /tmp/eval-cache --modes extractive,reader,baseline \
+        --models smollm2-135m-instruct,gemma3-270m,qwen2.5-coder-1.5b-instruct --threads 2 [--json]
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("model", "none", "baseline", "model-all")
+MODES = ("extractive", "reader", "baseline", "model-all")
 BASELINE_TOP = 5
 
 
@@ -58,6 +67,26 @@ def contains_answer(text: str, answers: list[str]) -> bool:
     """True if a gold answer (or alias) occurs in `text` as whole words (folded)."""
     hay = norm(text)
     return any(norm(a).strip() and norm(a) in hay for a in answers)
+
+
+def headline_scores(headline: str | None, golds: list[str]) -> tuple[float, float]:
+    """(exact match, F1) of the headline against the best gold answer or alias (SQuAD); 0 when abstaining."""
+    from collections import Counter
+
+    from deepresearch.research.reader import normalize_answer
+
+    if not headline:
+        return 0.0, 0.0
+    guess = normalize_answer(headline).split()
+    em, f1 = 0.0, 0.0
+    for gold in golds:
+        truth = normalize_answer(gold).split()
+        em = max(em, float(guess == truth))
+        common = sum((Counter(guess) & Counter(truth)).values())
+        if common:
+            precision, recall = common / len(guess), common / len(truth)
+            f1 = max(f1, 2 * precision * recall / (precision + recall))
+    return em, f1
 
 
 def answers_of(item: dict) -> list[str]:
@@ -132,7 +161,7 @@ def gold_titles(item: dict) -> set[str]:
 def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> dict:
     """Per-question figures of one research run."""
     gold = gold_titles(item)
-    cited = {titles.get(s["url"]) for s in result.sources}
+    cited = {titles.get(s["url"]) for s in result.sources if s.get("origin") == "retrieved"}
     body = result.report.split("\n## Sources")[0]
     answer_section = body.split("## Answer", 1)[-1].split("\n## ", 1)[0]
     numbers = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", body)]
@@ -141,118 +170,188 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     valid = sum(1 for n in numbers if urls.get(n) in allowed)
     in_answer = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", answer_section)]
     on_gold = sum(1 for n in in_answer if titles.get(urls.get(n, "")) in gold)
-    stats = result.report_stats
     golds = answers_of(item)
-    choice = stats.get("answer_choice") or {}
+    em, f1 = headline_scores(result.short_answer, golds)
+    found = state.short_answer or {}
+    guess = found.get("unconfirmed")
+    # Without the extractive confidence rule the unconfirmed candidate would have been the headline.
+    em_all, f1_all = headline_scores(result.short_answer or guess, golds)
     return {
         "question": item["question"],
+        "gold": item["answer"],
+        "headline": result.short_answer,
+        "method": found.get("method"),
+        "em": em,
+        "f1": f1,
+        "abstained": result.short_answer is None,
+        "wrong": result.short_answer is not None and f1 < 0.5,
+        "em_no_rule": em_all,
+        "f1_no_rule": f1_all,
+        "wrong_no_rule": bool(result.short_answer or guess) and f1_all < 0.5,
+        "abstained_no_rule": not (result.short_answer or guess),
+        "score": found.get("score"),
+        "reader_rejected": found.get("reader_rejected"),
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
+        "citation_precision": len(gold & cited) / len(cited) if cited else None,
+        "cited_sources": len(cited),
         "answer_in_answer": contains_answer(answer_section, golds),
         "answer_anywhere": contains_answer(body, golds),
         "citations": len(numbers),
         "citation_validity": valid / len(numbers) if numbers else 1.0,
         "answer_precision": on_gold / len(in_answer) if in_answer else None,
-        "answer_sentences": len(in_answer),
         "wall_seconds": result.elapsed_seconds,
-        "llm_seconds": round(result.counters.get("llm_seconds", 0.0), 3),
+        "model_seconds": round(
+            sum(c.get("seconds", 0.0) for c in result.report_stats.get("model_steps", {}).values()), 3
+        ),
         "backend_searches": int(result.counters.get("backend_searches", 0)),
         "loops": result.loops,
         "stop": result.stop_reason,
-        "model_steps": stats.get("model_steps", {}),
-        "scored_choice_gold": contains_answer(choice.get("scored", ""), golds) if choice else None,
-        "model_choice_gold": contains_answer(choice["model"], golds) if choice.get("model") else None,
+        "model_steps": result.report_stats.get("model_steps", {}),
     }
 
 
-def run_mode(mode: str, items: list[dict], db: Path, work: Path, titles: dict[str, str]) -> list[dict]:
-    """Research (or search, for the baseline) every item in a fresh copy of the ingested workspace."""
+def baseline_row(item: dict, corpus: Any, titles: dict[str, str]) -> dict:
+    """The top BASELINE_TOP documents of one corpus search, scored as cited sources."""
+    started = time.perf_counter()
+    hits = corpus.search(item["question"], BASELINE_TOP)
+    wall = time.perf_counter() - started
+    gold = gold_titles(item)
+    cited = {titles.get(h.url) for h in hits}
+    return {
+        "question": item["question"],
+        "support_recall": len(gold & cited) / len(gold),
+        "citation_precision": len(gold & cited) / len(cited) if cited else None,
+        "cited_sources": len(cited),
+        "answer_anywhere": contains_answer("\n".join(h.text for h in hits), answers_of(item)),
+        "citations": len(hits),
+        "citation_validity": 1.0,
+        "wall_seconds": round(wall, 3),
+    }
+
+
+def reader_deps(ws: Any, model: str, threads: int, steps: tuple[str, ...]) -> Any:
+    """Deps of the workspace with the chat model `model` (name or path) on `threads` threads, asked for `steps`."""
+    from deepresearch.models.llm import get_chat_model
+    from deepresearch.research.wiring import build_deps, options_from_config
+
+    deps = build_deps(ws, options_from_config(ws))
+    llm = ws.config.llm.model_copy(update={"model_path": model, "n_threads": threads})
+    deps.model, deps.model_steps = get_chat_model(llm), steps
+    return deps
+
+
+def reread(ws: Any, run_id: str, deps: Any) -> tuple[Any, Any]:
+    """Re-run the answer and report steps of a finished run (a copy of its checkpoint) with `deps`."""
+    from deepresearch.facts import new_id
+    from deepresearch.research.loop import run_research
+    from deepresearch.research.runs import RunStore
+    from deepresearch.research.state import ResearchState
+
+    store = RunStore(ws.db)
+    data = store.load_state(run_id).to_dict()
+    data.update(run_id=new_id(), step="answer", report="", answer="", report_stats={}, short_answer={})
+    store.create(ResearchState.from_dict(data))
+    result = run_research(ws, resume=data["run_id"], deps=deps)
+    return result, store.load_state(result.run_id)
+
+
+def _log(mode: str, i: int, n: int, row: dict) -> None:
+    head = "—" if "headline" not in row else (row["headline"] or "(abstained)")
+    print(
+        f"[{mode} {i}/{n}] recall {row['support_recall']:.2f} prec {row['citation_precision'] or 0:.2f}"
+        f" f1 {row.get('f1', 0):.2f} {row['wall_seconds']:.1f}s  {head[:30]!r} / {row.get('gold', '')[:30]!r}"
+        f"  {row['question'][:60]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_modes(
+    modes: list[str],
+    models: list[str],
+    args: argparse.Namespace,
+    items: list[dict],
+    db: Path,
+    work: Path,
+    titles: dict[str, str],
+) -> dict[str, list[dict]]:
+    """Every mode on every item: the extractive loop once per question, each reader re-reading it."""
     from deepresearch.research.loop import run_research
     from deepresearch.research.runs import RunStore
     from deepresearch.research.wiring import build_deps, options_from_config
     from deepresearch.search.corpus import Corpus
     from deepresearch.workspace import Workspace
 
-    home = work / mode
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    shutil.copy(db, home / "deepresearch.db")
-    ws = Workspace.open(home)
-    rows: list[dict] = []
+    rows: dict[str, list[dict]] = {}
+    for name in ("loop", "baseline", "model-all"):
+        home = work / name
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        shutil.copy(db, home / "deepresearch.db")
+    ws = Workspace.open(work / "loop")
     try:
-        if mode == "baseline":
-            corpus = Corpus.from_workspace(ws)
-        else:
-            opts = options_from_config(ws)
-            deps = build_deps(ws, opts)
-            if mode == "none":
-                deps.model = None
-            elif mode == "model-all":  # every step asks the model: measures each step's acceptance
-                from deepresearch.models.llm import get_chat_model
-                from deepresearch.research.model_io import MODEL_STEPS
-
-                deps.model = deps.model or get_chat_model(ws.config.llm)
-                deps.model_steps = MODEL_STEPS
-        for i, item in enumerate(items, 1):
-            if mode == "baseline":
-                started = time.perf_counter()
-                hits = corpus.search(item["question"], BASELINE_TOP)
-                wall = time.perf_counter() - started
-                text = "\n".join(h.text for h in hits)
-                gold = gold_titles(item)
-                row = {
-                    "question": item["question"],
-                    "support_recall": len(gold & {titles.get(h.url) for h in hits}) / len(gold),
-                    "answer_in_answer": None,
-                    "answer_anywhere": contains_answer(text, answers_of(item)),
-                    "citations": len(hits),
-                    "citation_validity": 1.0,
-                    "wall_seconds": round(wall, 3),
-                }
-            else:
-                result = run_research(ws, item["question"], opts, deps=deps)
-                store = RunStore(ws.db)
-                row = score_run(item, result, store.load_state(result.run_id), titles)
-                record = store.get(result.run_id)
-                row["step_seconds"] = {}
-                for step in record.steps if record else []:
-                    row["step_seconds"][step["step"]] = round(
-                        row["step_seconds"].get(step["step"], 0) + step["seconds"], 2
-                    )
-            rows.append(row)
-            print(
-                f"[{mode} {i}/{len(items)}] recall {row['support_recall']:.2f} "
-                f"answer {'-' if row['answer_in_answer'] is None else 'yes' if row['answer_in_answer'] else 'no '} "
-                f"anywhere {'yes' if row['answer_anywhere'] else 'no '} valid {row['citation_validity']:.2f} "
-                f"{row['wall_seconds']:.1f}s  {item['question'][:70]}",
-                file=sys.stderr,
-                flush=True,
-            )
+        if "extractive" in modes or "reader" in modes:
+            deps = build_deps(ws, options_from_config(ws))
+            deps.model = None
+            runs = []
+            for i, item in enumerate(items, 1):
+                result = run_research(ws, item["question"], options_from_config(ws), deps=deps)
+                runs.append(result.run_id)
+                row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
+                rows.setdefault("extractive", []).append(row)
+                _log("extractive", i, len(items), row)
+            for model in models if "reader" in modes else []:
+                mode = f"reader:{Path(model).name[:40]}"
+                deps = reader_deps(ws, model, args.threads, ("answer",))
+                for i, (item, run_id) in enumerate(zip(items, runs, strict=True), 1):
+                    result, state = reread(ws, run_id, deps)
+                    rows.setdefault(mode, []).append(score_run(item, result, state, titles))
+                    _log(mode, i, len(items), rows[mode][-1])
+                    (work / "rows.json").write_text(json.dumps(rows, ensure_ascii=False, default=str))
     finally:
         ws.close()
+    if "baseline" in modes:
+        ws = Workspace.open(work / "baseline")
+        try:
+            corpus = Corpus.from_workspace(ws)
+            rows["baseline"] = [baseline_row(item, corpus, titles) for item in items]
+        finally:
+            ws.close()
+    if "model-all" in modes:  # every step asks the model: measures each step's acceptance
+        from deepresearch.research.model_io import MODEL_STEPS
+
+        ws = Workspace.open(work / "model-all")
+        try:
+            deps = reader_deps(ws, models[0], args.threads, MODEL_STEPS)
+            for i, item in enumerate(items, 1):
+                result = run_research(ws, item["question"], options_from_config(ws), deps=deps)
+                rows.setdefault("model-all", []).append(
+                    score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
+                )
+                _log("model-all", i, len(items), rows["model-all"][-1])
+        finally:
+            ws.close()
     return rows
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Means over questions, the median wall time, per-step model acceptance and choice accuracy."""
+    """Means over questions, the median wall time and per-step model acceptance."""
 
     def mean(key: str) -> float | None:
         values = [float(r[key]) for r in rows if r.get(key) is not None]
         return round(statistics.mean(values), 3) if values else None
 
-    out: dict[str, Any] = {
-        "questions": len(rows),
-        "support_recall": mean("support_recall"),
-        "answer_in_answer": mean("answer_in_answer"),
-        "answer_anywhere": mean("answer_anywhere"),
-        "citation_validity": mean("citation_validity"),
-        "answer_precision": mean("answer_precision"),
-        "answer_sentences_mean": mean("answer_sentences"),
-        "wall_seconds_median": round(statistics.median(r["wall_seconds"] for r in rows), 2),
-        "llm_seconds_mean": mean("llm_seconds"),
-        "loops_mean": mean("loops"),
-        "backend_searches_mean": mean("backend_searches"),
-    }
-    steps: dict[str, dict[str, int]] = {}
+    out: dict[str, Any] = {"questions": len(rows)}
+    for key in SUMMARY_KEYS:
+        if key != "wall_seconds_median":
+            out[key] = mean(key)
+    out["wall_seconds_median"] = round(statistics.median(r["wall_seconds"] for r in rows), 2)
+    methods: dict[str, int] = {}
+    for r in rows:
+        if r.get("method"):
+            methods[r["method"]] = methods.get(r["method"], 0) + 1
+    out["methods"] = methods
+    steps: dict[str, dict[str, float]] = {}
     for r in rows:
         for step, counts in (r.get("model_steps") or {}).items():
             total = steps.setdefault(step, {"calls": 0, "accepted": 0})
@@ -261,14 +360,30 @@ def summarize(rows: list[dict]) -> dict:
     out["model_acceptance"] = {
         step: {**c, "rate": round(c["accepted"] / c["calls"], 3) if c["calls"] else None} for step, c in steps.items()
     }
-    seconds: dict[str, float] = {}
-    for r in rows:
-        for step, value in (r.get("step_seconds") or {}).items():
-            seconds[step] = seconds.get(step, 0.0) + value / len(rows)
-    out["step_seconds_mean"] = {k: round(v, 2) for k, v in seconds.items()}
-    out["scored_choice_gold"] = mean("scored_choice_gold")
-    out["model_choice_gold"] = mean("model_choice_gold")
     return out
+
+
+SUMMARY_KEYS = [
+    "em",
+    "f1",
+    "wrong",
+    "abstained",
+    "support_recall",
+    "citation_precision",
+    "cited_sources",
+    "citation_validity",
+    "answer_in_answer",
+    "answer_anywhere",
+    "answer_precision",
+    "wall_seconds_median",
+    "model_seconds",
+    "em_no_rule",
+    "f1_no_rule",
+    "wrong_no_rule",
+    "abstained_no_rule",
+    "loops",
+    "backend_searches",
+]
 
 
 def main() -> None:
@@ -281,15 +396,23 @@ def main() -> None:
         "--corpus", choices=("all", "questions"), default="all", help="Ingest all paragraphs or the selected ones."
     )
     parser.add_argument("--modes", default=",".join(MODES[:3]), help=f"Comma-separated subset of {', '.join(MODES)}.")
+    parser.add_argument(
+        "--models", default="smollm2-135m-instruct", help="Comma-separated chat models (shipped names or GGUF paths)."
+    )
+    parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the reader (default 2).")
     parser.add_argument("--cache-dir", type=Path, default=None, help="Keep the ingested corpus DB here.")
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="Keep the runs' workspaces here (default: deleted)."
+    )
     parser.add_argument("--json", action="store_true", help="Print everything (with per-question rows) as JSON.")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
+    models = [m for m in args.models.split(",") if m]
     if not set(modes) <= set(MODES):
         parser.error(f"--modes takes {', '.join(MODES)}")
     data = json.loads(args.file.read_text(encoding="utf-8"))
     items = data[args.start : args.start + args.limit]
-    work = Path(tempfile.mkdtemp(prefix="eval-research-"))
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="eval-research-"))
     try:
         db, titles, ingest_seconds = ingest(data, args, work)
         out: dict[str, Any] = {
@@ -298,13 +421,12 @@ def main() -> None:
             "documents": len(set(titles)),
             "ingest_seconds": round(ingest_seconds, 1),
         }
-        per_question = {}
-        for mode in modes:
-            rows = run_mode(mode, items, db, work, titles)
+        per_question = run_modes(modes, models, args, items, db, work, titles)
+        for mode, rows in per_question.items():
             out[mode] = summarize(rows)
-            per_question[mode] = rows
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
     if args.json:
         print(json.dumps({**out, "per_question": per_question}, indent=2, ensure_ascii=False))
         return
@@ -312,16 +434,14 @@ def main() -> None:
         f"{out['file']}: questions {out['questions']}, {out['documents']} documents"
         f" (ingest {out['ingest_seconds']} s, 0 = cached)"
     )
-    keys = ["support_recall", "answer_in_answer", "answer_anywhere", "citation_validity", "answer_precision"]
-    keys += ["answer_sentences_mean", "wall_seconds_median"]
-    keys += ["loops_mean", "backend_searches_mean", "scored_choice_gold", "model_choice_gold"]
-    print(f"{'':<24}" + "".join(f"{m:>12}" for m in modes))
-    for key in keys:
-        cells = "".join(f"{'—' if out[m].get(key) is None else out[m][key]:>12}" for m in modes)
-        print(f"{key:<24}{cells}")
-    for mode in modes:
-        if out[mode].get("step_seconds_mean"):
-            print(f"{mode} mean seconds per step: {out[mode]['step_seconds_mean']}")
+    shown = list(per_question)
+    print(f"{'':<22}" + "".join(f"{m[:26]:>28}" for m in shown))
+    for key in SUMMARY_KEYS:
+        cells = "".join(f"{'—' if out[m].get(key) is None else out[m][key]:>28}" for m in shown)
+        print(f"{key:<22}{cells}")
+    for mode in shown:
+        if out[mode].get("methods"):
+            print(f"{mode} answers by method: {out[mode]['methods']}")
         for step, c in out[mode].get("model_acceptance", {}).items():
             print(f"{mode} model step {step}: {c['accepted']}/{c['calls']} accepted ({c['rate']})")
 

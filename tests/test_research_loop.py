@@ -46,7 +46,7 @@ def test_one_loop_runs_exactly_one_reflection_and_cites_retrieved_sources(worksp
     assert result.report_stats["invalid_citations_removed"] == 0
     assert (workspace.reports_dir / result.report_path.rsplit("/", 1)[-1]).read_text() == result.report
     steps = [s["step"] for s in RunStore(workspace.db).get(result.run_id).steps]
-    assert steps == ["recall", "plan", "search", "rank", "extract", "reflect", "report"]
+    assert steps == ["recall", "plan", "search", "rank", "extract", "reflect", "answer", "report"]
 
 
 def test_a_loop_without_new_sources_stops_early(workspace, fake_embedder):
@@ -152,7 +152,7 @@ def test_resume_continues_without_redoing_finished_steps(workspace, fake_embedde
     )
     assert result.run_id == run.id and backend.calls == calls_before  # searches were not redone
     steps = [s["step"] for s in store.get(run.id).steps]
-    assert steps == ["recall", "plan", "search", "rank", "extract", "reflect", "report"]
+    assert steps == ["recall", "plan", "search", "rank", "extract", "reflect", "answer", "report"]
     assert store.get(run.id).status == "done"
 
 

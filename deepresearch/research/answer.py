@@ -1,5 +1,5 @@
 """A direct answer from the evidence: candidate spans typed by the question word, scored
-deterministically; the model may only choose among them (an enum of candidate ids).
+deterministically: the answer of a run with no model (research/reader.py reads with one).
 
 who → names, when → dates, where → places, how many → numbers, which/what → names.
 A candidate scores by the relevance of the sentence it stands in (similarity to the question
@@ -21,7 +21,6 @@ from deepresearch.text import content_words, stem, words
 if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState, Source
 
-CANDIDATES_FOR_MODEL = 5
 PASSAGES_SCANNED = 8
 MIN_ANSWER_SCORE = 0.05
 SUPPORT_BONUS = 0.02
@@ -295,22 +294,3 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
     option, src = found[pick]
     assert src is not None
     return Candidate(option, 1.0, _first_sentence(src), src.sid, [s.sid for _, s in found if s is not None])
-
-
-def choice_schema(n: int) -> dict[str, Any]:
-    """A JSON schema whose only field is an enum of the candidate ids (grounded by construction)."""
-    return {
-        "type": "object",
-        "properties": {"answer": {"type": "string", "enum": [f"A{i}" for i in range(1, n + 1)]}},
-        "required": ["answer"],
-    }
-
-
-def chosen(data: Any, options: list[Candidate]) -> Candidate | None:
-    """The candidate the model's JSON names, or None when the choice is not a valid id."""
-    if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
-        return None
-    match = re.fullmatch(r"A(\d{1,2})", data["answer"].strip())
-    if not match or not 1 <= int(match.group(1)) <= len(options):
-        return None
-    return options[int(match.group(1)) - 1]

@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.facts import new_id
-from deepresearch.research import steps
+from deepresearch.research import reader, steps
 from deepresearch.research.deps import Deps
 from deepresearch.research.report import report
 from deepresearch.research.result import RunResult, finish
@@ -33,6 +33,7 @@ STEP_FUNCTIONS: dict[str, Callable[[ResearchState, Deps], dict[str, Any]]] = {
     "rank": steps.rank,
     "extract": steps.extract,
     "reflect": steps.reflect,
+    "answer": reader.answer,
     "report": report,
 }
 Progress = Callable[..., None]

@@ -37,12 +37,15 @@ def ask(
         return None
     deps.progress("model", what=step)
     state.bump(f"model.{step}.calls")
+    started = deps.clock()
     try:
         out = model.complete(messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens))
     except ModelError as exc:
         log.warning("model call for %s failed: %s; using the fallback", step, exc)
         state.bump("llm_failures")
         return None
+    finally:  # the seconds per step the report footer shows (a first call includes loading the model)
+        state.bump(f"model.{step}.seconds", deps.clock() - started)
     state.bump("llm_calls")
     data = out.data if out.data is not None else parse_json(out.text)
     result = validate(data)
@@ -51,18 +54,20 @@ def ask(
     return result or None
 
 
-def record(state: ResearchState, step: str, calls: int, accepted: int) -> None:
+def record(state: ResearchState, step: str, calls: int, accepted: int, seconds: float = 0.0) -> None:
     """Count model outputs a step judged itself (e.g. extraction proposals that passed grounding)."""
     if calls:
         state.bump(f"model.{step}.calls", calls)
         state.bump(f"model.{step}.accepted", accepted)
+        state.bump(f"model.{step}.seconds", seconds)
 
 
-def acceptance(counters: dict[str, float]) -> dict[str, dict[str, int]]:
-    """{step: {calls, accepted}} from a run's counters."""
-    out: dict[str, dict[str, int]] = {}
+def acceptance(counters: dict[str, float]) -> dict[str, dict[str, float]]:
+    """{step: {calls, accepted, seconds}} from a run's counters."""
+    out: dict[str, dict[str, float]] = {}
     for key, value in counters.items():
         parts = key.split(".")
         if len(parts) == 3 and parts[0] == "model":
-            out.setdefault(parts[1], {"calls": 0, "accepted": 0})[parts[2]] = int(value)
+            entry = out.setdefault(parts[1], {"calls": 0, "accepted": 0, "seconds": 0.0})
+            entry[parts[2]] = round(value, 2) if parts[2] == "seconds" else int(value)
     return out

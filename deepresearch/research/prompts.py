@@ -7,7 +7,7 @@ the real URLs in stored facts and in the report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -64,14 +64,44 @@ REFLECT_SCHEMA = {
     "required": ["sufficient", "knowledge_gap", "follow_up_queries"],
 }
 
-ANSWER_SYSTEM = "You answer research questions by picking one of the numbered candidates. Answer with JSON only."
+# The reader: system and instructions first, the evidence next, the question last, so the
+# prompt prefix is the same for every call of a run (and across runs up to the evidence):
+# llama.cpp reuses the cached prefix instead of evaluating it again.
+READER_SYSTEM = "You answer research questions from the given evidence only. Answer with JSON only."
 
-ANSWER_USER = """Question: {topic}
+READER_INSTRUCTIONS = """Read the evidence passages, then answer the question at the end.
+- "answer": the shortest exact words copied from the evidence that answer the question (a name,
+  date, number or short phrase, not a sentence); "yes" or "no" for a yes/no question; one of the
+  two named options for an either-or question; "" when the evidence does not state the answer.
+- "sources": the ids of the passages the answer rests on (for a question that needs two facts,
+  both passages).
 
-Candidates (each with the evidence sentence it comes from):
-{candidates}
+Evidence:
+"""
 
-Which candidate answers the question? Answer as JSON: {{"answer": "A1"}}"""
+READER_QUESTION = """
+
+Question: {question}
+Answer as JSON: {{"answer": "...", "sources": ["S1"]}}"""
+
+
+def reader_messages(question: str, evidence: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+    """Messages asking the model for a short answer and its passage ids; evidence = (id, title, text)."""
+    lines = "\n".join(f"[{pid}] {title + ': ' if title else ''}{text}" for pid, title, text in evidence)
+    user = READER_INSTRUCTIONS + lines + READER_QUESTION.format(question=question)
+    return [{"role": "system", "content": READER_SYSTEM}, {"role": "user", "content": user}]
+
+
+def reader_schema(ids: list[str], max_chars: int = 80) -> dict[str, Any]:
+    """{"answer": short string, "sources": [evidence ids]}: ids an enum, so every one resolves."""
+    return {
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "maxLength": max_chars},
+            "sources": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 3},
+        },
+        "required": ["answer", "sources"],
+    }
 
 
 def short_source(url: str) -> str:
@@ -108,10 +138,3 @@ def reflect_messages(topic: str, done: list[str], findings: str, n: int) -> list
     """Messages for the reflection step."""
     user = REFLECT_USER.format(topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n)
     return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": user}]
-
-
-def answer_messages(topic: str, candidates: list[tuple[str, str]]) -> list[dict[str, str]]:
-    """Messages asking the model to pick one (answer, evidence sentence) candidate by its id A1…"""
-    lines = "\n".join(f'A{i}: {text} — "{sentence}"' for i, (text, sentence) in enumerate(candidates, 1))
-    user = ANSWER_USER.format(topic=topic, candidates=lines)
-    return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": user}]

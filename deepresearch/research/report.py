@@ -1,17 +1,17 @@
 """The report step: a direct answer, the evidence it rests on, KB facts, and a source list.
 
-The Answer section opens with the answer (a span taken from the evidence, or yes/no from
-the compared passages) followed by the sentences that state it; the model may only choose
-among the scored candidates. Every citation number resolves to a passage the run retrieved
-or to a KB fact's stored source; a fact in an open KB conflict says so next to the claim.
+The Answer section opens with the answer step's short answer in bold (a span the evidence
+states, yes/no, or an option) followed by the sentences that state it; with no supported
+answer it says so and shows the closest sentences, with no bold guess. Only passages that
+support the answer or a part of the question are cited; the others are named as searched,
+not cited. Every citation number resolves to a passage the run retrieved or to a KB fact's
+stored source; a fact in an open KB conflict says so next to the claim.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from deepresearch.research import answer as answers
-from deepresearch.research import prompts
 from deepresearch.research.citations import Citations
 from deepresearch.research.deps import Deps
 from deepresearch.research.evidence import (
@@ -21,9 +21,9 @@ from deepresearch.research.evidence import (
     sentence_score,
     top_sentence_score,
 )
-from deepresearch.research.model_io import acceptance, ask
+from deepresearch.research.model_io import acceptance
+from deepresearch.research.reader import extractive_answer, supporting_passages
 from deepresearch.research.state import ResearchState, Source
-from deepresearch.research.steps import best_answer
 from deepresearch.text import truncate
 
 KB_FACTS_IN_REPORT = 5
@@ -36,36 +36,13 @@ SUPPORTING_SENTENCES = 2
 # (0.65 lost one on HotpotQA, 0.7 one on MuSiQue); a second-hop sentence scores lower, so
 # a higher share cuts the multi-hop support the answer rests on.
 ANSWER_SHARE_OF_BEST = 0.6
+ABSTAIN_NOTE = "The evidence found does not state the answer directly; the closest sentences:"
 
 
 def _best_sentence(state: ResearchState, source: Source) -> str:
     weights = key_weights(state)
     ranked = sorted(source.sentences, key=lambda x: -sentence_score(state, source, x, weights))
     return ranked[0][0] if ranked else truncate(source.text, 300)
-
-
-def _choose(state: ResearchState, deps: Deps, passages: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the answer to report, the choice record): the scored best, unless the model picks another candidate."""
-    scored = best_answer(state, passages)
-    record: dict[str, Any] = {"scored": scored.get("text", ""), "model": None}
-    if scored.get("kind") in (None, "yesno", "choice"):
-        return scored, record
-    options = answers.candidates(state, passages, scored["kind"])[: answers.CANDIDATES_FOR_MODEL]
-    if len(options) < 2:
-        return scored, record
-    picked = ask(
-        deps,
-        state,
-        "answer",
-        prompts.answer_messages(state.topic, [(c.text, c.sentence) for c in options]),
-        answers.choice_schema(len(options)),
-        lambda d: answers.chosen(d, options),
-        16,
-    )
-    if picked is None:
-        return scored, record
-    record["model"] = picked.text
-    return {"kind": scored["kind"], **picked.to_dict()}, record
 
 
 def _conflict_notes(state: ResearchState, deps: Deps, fact_ids: list[str]) -> dict[str, str]:
@@ -84,6 +61,46 @@ def _conflict_notes(state: ResearchState, deps: Deps, fact_ids: list[str]) -> di
     return notes
 
 
+def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str], mark: Any) -> list[str]:
+    """The Answer section: the short answer in bold with the sentence that states it and the
+    sentences it rests on — or, with no supported answer, a plain note and the closest sentences."""
+    by_sid = state.source_by_sid()
+    lines: list[str] = []
+    text, sids = found.get("text"), [s for s in found.get("sids", []) if s in by_sid]
+    if text and found.get("kind") == "yesno":
+        lines.append(f"**{text}.**")
+        lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in sids[:2]]
+    elif text:
+        lines.append(f"**{text}** — {found.get('sentence') or _best_sentence(state, by_sid[sids[0]])} {mark(sids[0])}")
+        lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in sids[1:2]]
+    elif found.get("method") != "sentences":  # how/why questions are answered by the sentences themselves
+        lines.append(ABSTAIN_NOTE)
+        closest = found.get("closest")  # where the unconfirmed candidate stands: shown, not bolded
+        if closest and closest[1] in by_sid:
+            lines.append(f"{closest[0]} {mark(closest[1])}")
+    shown = {found.get("sentence"), *(_best_sentence(state, by_sid[sid]) for sid in sids[:2])}
+    shown |= {(found.get("closest") or [None])[0]}
+    rest = [sid for sid in cited if sid not in sids] if text else cited
+    floor = ANSWER_SHARE_OF_BEST * top_sentence_score(state, cited)  # the best sentence always clears it
+    for sentence, sid in best_sentences(state, rest or cited, SUPPORTING_SENTENCES + 2, floor):
+        if sentence not in shown and len(lines) < SUPPORTING_SENTENCES + 1:
+            shown.add(sentence)
+            lines.append(f"{sentence} {mark(sid)}")
+    return lines
+
+
+def _footer(state: ResearchState) -> str:
+    """The last line: run id, loops, stop reason, searches, facts, and the model's steps with their seconds."""
+    model_steps = acceptance(state.counters)
+    used = ", ".join(f"{step} ({c['seconds']:.1f} s)" for step, c in sorted(model_steps.items())) or "none"
+    count = {k: int(state.counters.get(k, 0)) for k in ("backend_searches", "cache_hits", "facts_added")}
+    return (
+        f"\n---\nRun {state.run_id} · {len(state.reflections)} loop(s) · stop: {state.stop_reason} · "
+        f"{count['backend_searches']} searches, {count['cache_hits']} cache hits · "
+        f"{count['facts_added']} facts added · model used for: {used}"
+    )
+
+
 def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
     """Write the cited Markdown report (every citation resolves to a retrieved or KB source)."""
     by_sid = state.source_by_sid()
@@ -94,30 +111,23 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
     def mark(sid: str) -> str:
         return cites.cite(by_sid[sid].url, by_sid[sid].title, "retrieved")
 
-    found, choice = _choose(state, deps, passages) if passages else ({}, {"scored": "", "model": None})
-    lines: list[str] = []
-    if found.get("kind") == "yesno":
-        lines.append(f"**{found['text']}.**")
-        lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in found["support"]]
-    elif found:
-        lines.append(f"**{found['text']}** — {found['sentence']} {mark(found['sid'])}")
-    rest = [sid for sid in passages if sid not in found.get("support", [])]
-    shown = {found.get("sentence")}
-    floor = ANSWER_SHARE_OF_BEST * top_sentence_score(state, passages)  # the best sentence always clears it
-    for sentence, sid in best_sentences(state, rest or passages, SUPPORTING_SENTENCES + 2, floor):
-        if sentence not in shown and len(lines) < SUPPORTING_SENTENCES + 1:
-            shown.add(sentence)
-            lines.append(f"{sentence} {mark(sid)}")
+    # A run checkpointed before the answer step existed answers on the deterministic path.
+    found = state.short_answer or extractive_answer(state, passages)
+    cited = supporting_passages(state, found, passages)
+    lines = _answer_lines(state, found, cited, mark) if passages else []
     answer = " ".join(lines) or "No evidence was found for this question."
     parts = [f"# {state.topic}", "", "## Answer", "", answer, ""]
     conflicts = _conflict_notes(state, deps, [f["id"] for f in state.facts if f.get("id")] + [k.id for k in known])
     flagged = {f["url"]: conflicts[f["id"]] for f in state.facts if f.get("id") in conflicts}
-    if passages:
+    if cited:
         parts += ["## Evidence", ""]
-        for sid in passages:
+        for sid in cited:
             source = by_sid[sid]
             title = f"**{source.title}**: " if source.title else ""
             parts.append(f"- {title}{_best_sentence(state, source)} {mark(sid)}{flagged.get(source.url, '')}")
+        unused = list(dict.fromkeys(by_sid[sid].title or by_sid[sid].url for sid in passages if sid not in cited))
+        if unused:
+            parts += ["", f"Also searched, not cited: {'; '.join(unused)}."]
         parts.append("")
     if known:
         parts += ["## From the knowledge base", ""]
@@ -127,30 +137,32 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
         parts.append("")
     body, valid, invalid = cites.guard("\n".join(parts))
     model_steps = acceptance(state.counters)
-    used = ", ".join(sorted(model_steps)) or "none"
-    count = {k: int(state.counters.get(k, 0)) for k in ("backend_searches", "cache_hits", "facts_added")}
-    footer = (
-        f"\n---\nRun {state.run_id} · {len(state.reflections)} loop(s) · stop: {state.stop_reason} · "
-        f"{count['backend_searches']} searches, {count['cache_hits']} cache hits · "
-        f"{count['facts_added']} facts added · model used for: {used}"
-    )
-    method = "model choice" if choice.get("model") else "scored" if found else "extractive"
     stats = {
         "citations": valid,
         "invalid_citations_removed": invalid,
         "sources": cites.entries,
-        "answer_method": method,
-        "answer_choice": choice,
+        "answer_method": found.get("method", "abstained"),
+        "short_answer": found.get("text"),
+        "answer_sources": [
+            {"n": cites.numbers[by_sid[sid].url], "url": by_sid[sid].url, "title": by_sid[sid].title}
+            for sid in found.get("sids", [])
+            if sid in by_sid and by_sid[sid].url in cites.numbers
+        ],
         "model_steps": model_steps,
         "conflicts_shown": len(conflicts),
         "kb_facts_used": len(known),
     }
     deps.progress(
-        "report", citations=valid, sources=len(cites.entries), invalid=invalid, method=method, model_steps=used
+        "report",
+        citations=valid,
+        sources=len(cites.entries),
+        invalid=invalid,
+        method=stats["answer_method"],
+        model_steps=", ".join(sorted(model_steps)) or "none",
     )
     return {
-        "report": body + "\n## Sources\n\n" + "\n".join(cites.source_lines()) + "\n" + footer + "\n",
+        "report": body + "\n## Sources\n\n" + "\n".join(cites.source_lines()) + "\n" + _footer(state) + "\n",
         "answer": answer,
         "report_stats": stats,
-        "candidate": found,
+        "short_answer": found,
     }

@@ -37,6 +37,8 @@ class RunResult:
     elapsed_seconds: float
     report_stats: dict[str, Any] = field(default_factory=dict)
     search_error: str | None = None  # the last failed search, if any
+    short_answer: str | None = None  # the bold answer; None when the run abstained
+    answer_sources: list[dict[str, Any]] = field(default_factory=list)  # {n, url, title} it rests on
 
     def failure(self) -> str | None:
         """Why the run is not a success although it finished: every search failed (e.g. the network
@@ -85,4 +87,6 @@ def finish(ws: Workspace, store: RunStore, state: ResearchState, out: Path | Non
         elapsed_seconds=round(state.elapsed, 3),
         report_stats={k: v for k, v in state.report_stats.items() if k != "sources"},
         search_error=state.last_search_error,
+        short_answer=state.report_stats.get("short_answer"),
+        answer_sources=list(state.report_stats.get("answer_sources", [])),
     )

@@ -1,7 +1,7 @@
 """The router: which step follows which, and every rule that stops a run, in one place.
 
 recall → plan → search → rank → extract → reflect ─┬─ follow-ups → search (next loop)
-                                                    └─ stop → report → done
+                                                    └─ stop → answer → report → done
 Pure functions: they read the state and return decisions; the loop applies them.
 """
 
@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState
 
-NEXT = {"recall": "plan", "search": "rank", "rank": "extract", "extract": "reflect", "report": "done"}
+NEXT = {
+    "recall": "plan",
+    "search": "rank",
+    "rank": "extract",
+    "extract": "reflect",
+    "answer": "report",
+    "report": "done",
+}
 
 
 def decide_stop(state: ResearchState, sufficient: bool, follow_ups: list[str], over_budget: bool) -> str | None:
@@ -33,12 +40,13 @@ def decide_stop(state: ResearchState, sufficient: bool, follow_ups: list[str], o
 
 
 def route(state: ResearchState, done: str, over_budget: bool) -> tuple[str, str | None]:
-    """(next step, stop reason to record or None) after step `done`; a spent budget goes to the report."""
+    """(next step, stop reason to record or None) after step `done`; a spent budget goes to the
+    answer (on its deterministic path: the model is not asked past the budget) and the report."""
     if done == "reflect":
         if state.stop_reason:
-            return "report", None
-        return ("report", "budget") if over_budget else ("search", None)
+            return "answer", None
+        return ("answer", "budget") if over_budget else ("search", None)
     nxt = ("search" if state.pending else "reflect") if done == "plan" else NEXT[done]
     if nxt == "search" and over_budget:
-        return "report", "budget"
+        return "answer", "budget"
     return nxt, None

@@ -30,6 +30,7 @@ class RunOptions:
     budget: float | None = None
     facts_per_source: int = 5
     max_tokens: int = 256
+    reader_tokens: int = 500  # evidence the answer step's model reads, in tokens
 
 
 @dataclass
@@ -82,6 +83,8 @@ class ResearchState:
     hops: dict[str, dict[str, Any]] = field(default_factory=dict)  # hop query → {"parent": sid, "entity": …}
     bridged: list[str] = field(default_factory=list)  # sids whose names were already followed
     candidate: dict[str, Any] = field(default_factory=dict)  # the best answer candidate so far
+    # The answer step's result: text (None = abstained), kind, sids it rests on, method.
+    short_answer: dict[str, Any] = field(default_factory=dict)
     fact_ids: list[str] = field(default_factory=list)
     facts: list[dict[str, str]] = field(default_factory=list)  # fact, url, category of facts extracted
     loop_facts: int = 0

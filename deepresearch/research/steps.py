@@ -246,11 +246,13 @@ def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
         source = by_sid[sid]
         if model is not None:
             deps.progress("model", what=f"extract {sid}")
+        started = deps.clock()
         result = deps.extract(
             source.text, source.url, topic=state.topic, model=model, max_facts=state.options.facts_per_source
         )
         if model is not None:
-            record(state, "extract", result.proposed, sum(m == "model" for m in result.methods))
+            accepted = sum(m == "model" for m in result.methods)
+            record(state, "extract", result.proposed, accepted, deps.clock() - started)
         relevant = _relevant(state, source, list(result.facts))
         for f in relevant:
             f.source_url, f.research_topic = source.url, f.research_topic or state.topic

@@ -82,6 +82,7 @@ def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
         budget=cfg.research.budget_seconds,
         facts_per_source=cfg.research.facts_per_source,
         max_tokens=cfg.research.max_tokens,
+        reader_tokens=cfg.research.reader_tokens,
     )
     for key, value in overrides.items():
         if value is not None:
