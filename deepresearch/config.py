@@ -259,6 +259,7 @@ class SearchConfig(_Section):
 
 
 ModelStep = Literal["plan", "extract", "reflect", "answer"]
+_DEFAULT_MODEL_STEPS: tuple[ModelStep, ...] = ("answer",)
 
 
 class ResearchConfig(_Section):
@@ -283,10 +284,11 @@ class ResearchConfig(_Section):
         " words such fresh facts all mention is not searched again.",
     )
     model_steps: list[ModelStep] = Field(
-        default_factory=list,
+        default_factory=lambda: list(_DEFAULT_MODEL_STEPS),
         description="Research steps that ask the chat model (plan: extra queries; extract: facts; reflect:"
         " follow-ups; answer: read the best evidence and answer in a few words, kept only when the evidence"
-        " states it). Every step has a deterministic path. [] = no model is loaded.",
+        " states it). Every step has a deterministic path. [] = no model is loaded. Default [answer]: the"
+        " only step that measurably pays with the default model (docs/BENCHMARKS.md, session 11).",
     )
 
 

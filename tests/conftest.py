@@ -42,13 +42,20 @@ def pytest_report_header(config):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch, tmp_path_factory):
-    """No test reads the developer's workspace or config."""
+def _isolated_env(monkeypatch, tmp_path_factory, request):
+    """No test reads the developer's workspace or config.
+
+    The shipped default reads each run's evidence with Qwen2.5-Coder-1.5B (`research.model_steps:
+    [answer]`, ~10-20 s a run on 2 cores). The many runs here that test the loop's plumbing (kills,
+    resume, errors, MCP, the install) run without it; tests marked `product_defaults` run the
+    product's own defaults, and the reader's worth is tested there and in test_models_qwen.py."""
     for name in _ENV_TO_CLEAR:
         monkeypatch.delenv(name, raising=False)
     for name in list(os.environ):
         if name.startswith("DEEPRESEARCH__"):
             monkeypatch.delenv(name, raising=False)
+    if request.node.get_closest_marker("product_defaults") is None:
+        monkeypatch.setenv("DEEPRESEARCH__RESEARCH__MODEL_STEPS", "[]")
 
 
 @pytest.fixture
@@ -116,11 +123,13 @@ def real_embedder():
 
 @pytest.fixture(scope="session")
 def real_llm():
-    """The real default GGUF chat model (loaded once)."""
+    """The real small shipped GGUF (SmolLM2-135M, loaded once): the real llama-cpp path for tests of
+    plumbing (prompts, schemas, fallbacks) at a second a call; `qwen_llm` is the default model."""
     from deepresearch.config import LLMConfig
     from deepresearch.models.llm import get_chat_model
+    from deepresearch.models.shipped import SMOLLM2
 
-    return get_chat_model(LLMConfig())
+    return get_chat_model(LLMConfig(model_path=SMOLLM2))
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,9 @@ def test_runs_list_show_search(home, fake_embedder):
 
 
 @pytest.mark.slow
-def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, monkeypatch, real_llm, real_embedder):
+@pytest.mark.product_defaults
+def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, monkeypatch, real_embedder):
+    """The README's main job, small: the CLI defaults, so the default model (Qwen) reads the evidence."""
     # Small on purpose: 2 documents, 1 loop, 2 queries, 2 results each, short generations.
     monkeypatch.setenv("DEEPRESEARCH__RESEARCH__MAX_TOKENS", "48")
     monkeypatch.setenv("DEEPRESEARCH__SEARCH__RESULTS_PER_QUERY", "2")
@@ -135,6 +137,15 @@ def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, mo
     retrieved = {f"file://{CORPUS / 'sqlite-wal.md'}", f"file://{CORPUS / 'fts5.md'}"}
     assert set(listed.values()) <= retrieved
     assert data["report_stats"]["citations"] >= 1
+    # The reader answered from the WAL page (or abstained: then no bold guess); a kept answer is
+    # stated by a passage it cites, and the footer says the model read.
+    assert "answer (" in report.split("---")[-1]
+    if data["short_answer"] is not None:
+        assert data["answer_sources"] and all(s["url"] in retrieved for s in data["answer_sources"])
+        wal = (CORPUS / "sqlite-wal.md").read_text(encoding="utf-8").lower()
+        assert " ".join(data["short_answer"].lower().split()[:3]) in " ".join(wal.split())
+    else:
+        assert "does not state the answer directly" in report
 
 
 def test_unwritable_out_file_is_a_clean_error_and_the_run_is_kept(home, fake_embedder, tmp_path):

@@ -101,7 +101,9 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     """The reader's answer if the evidence supports it (see the module docstring), else None."""
     if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
         return None
-    text = data["answer"].strip().strip(".").strip()
+    text = data["answer"].strip().strip(".,;:").strip()  # a span cut from a sentence keeps no dangling mark
+    if text[:1].islower() and len(text.split()) > 3:
+        text = text[0].upper() + text[1:]  # a clause read as the answer opens like a sentence
     ids = [i for i in data.get("sources") or [] if isinstance(i, str)]
     local = {pid: sid for pid, sid, _, _ in evidence}
     cited = [local[i] for i in dict.fromkeys(ids) if i in local]

@@ -248,7 +248,12 @@ def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
             deps.progress("model", what=f"extract {sid}")
         started = deps.clock()
         result = deps.extract(
-            source.text, source.url, topic=state.topic, model=model, max_facts=state.options.facts_per_source
+            source.text,
+            source.url,
+            topic=state.topic,
+            model=model,
+            max_facts=state.options.facts_per_source,
+            title=source.title,  # "It …" resolves to the page's subject only when that is certain
         )
         if model is not None:
             accepted = sum(m == "model" for m in result.methods)

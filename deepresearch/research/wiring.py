@@ -3,6 +3,7 @@ config, and the model wrapper that times every call into the run's counters."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,6 +42,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
     """The real dependencies for a workspace: KB, GGUF model, embedder, backend, cache."""
     from deepresearch.kb.lifecycle import age_tag
     from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.models.categorize import PrototypeCategorizer
     from deepresearch.models.embed import get_embedder
     from deepresearch.models.extract import extract_facts
     from deepresearch.models.llm import get_chat_model
@@ -50,15 +52,17 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
     cfg = ws.config
     cache = SearchCache.from_workspace(ws) if opts.use_cache and cfg.search.cache.enabled else None
     steps = tuple(cfg.research.model_steps)
+    embedder = get_embedder(cfg.embedding)
     return Deps(
         kb=KnowledgeBase.from_workspace(ws),
         # No model is loaded when no step may use it: a run then starts without the GGUF.
         model=get_chat_model(cfg.llm) if steps else None,
-        embedder=get_embedder(cfg.embedding),
+        embedder=embedder,
         backend=get_backend(opts.backend, ws),
         cache=cache,
         conn=ws.db,
-        extract=extract_facts,
+        # Categories by the nearest prototype in the workspace's own embedding space (one model per run).
+        extract=functools.partial(extract_facts, categorizer=PrototypeCategorizer(embedder)),
         age_tag=age_tag,
         freshness_days=dict(cfg.kb.freshness_days),
         cover_similarity=cfg.research.kb_cover_similarity,
