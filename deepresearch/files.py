@@ -120,3 +120,26 @@ def write_output(path: Path, text: str, *, overwrite: bool = False, private: boo
     """Write `text` (UTF-8) to the user-named `path` all at once, by the rules of `atomic_output`."""
     with atomic_output(path, overwrite=overwrite, private=private) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+# --- cache files trusted by content, not by name (the model caches: ONNX copy, assembled GGUF) ---
+def stat_record(info: os.stat_result) -> dict[str, int]:
+    """The stat fields a verified cache file is recorded with: size, mtime, ctime, inode, device.
+    ctime cannot be set back (`touch` cannot fake it): any write, chmod or rename after the check
+    changes the record, and the file is hashed again."""
+    return {
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "ctime_ns": info.st_ctime_ns,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+    }
+
+
+def not_private(info: os.stat_result) -> str | None:
+    """Why an entry with this (l)stat is not ours alone to write (phrased after "it"), or None."""
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        return f"is owned by another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None

@@ -15,6 +15,7 @@ import stat
 import numpy as np
 import pytest
 
+from deepresearch.files import stat_record
 from deepresearch.models import embed, onnx_model
 from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
 
@@ -95,7 +96,7 @@ def test_a_shared_cache_folder_is_not_trusted_and_the_model_is_built_in_memory(t
     record = path.with_name(path.name + onnx_model.RECORD_SUFFIX)
     planted = json.loads(record.read_text())
     planted["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()  # … with a matching record
-    planted["stat"] = onnx_model._stat_record(path.lstat())
+    planted["stat"] = stat_record(path.lstat())
     record.write_text(json.dumps(planted))
     cache.chmod(0o777)
     assert isinstance(onnx_model.corrected_model(embed.onnx_files(None)[0], CORRECTION, cache), bytes)

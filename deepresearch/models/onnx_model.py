@@ -35,6 +35,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deepresearch.files import not_private, stat_record
 from deepresearch.models.onnx_graph import (
     MS_DOMAIN,
     Node,
@@ -202,27 +203,6 @@ def corrected_model(
 RECORD_SUFFIX = ".sha256.json"
 
 
-def _stat_record(info: os.stat_result) -> dict[str, int]:
-    return {
-        "size": info.st_size,
-        "mtime_ns": info.st_mtime_ns,
-        "ctime_ns": info.st_ctime_ns,
-        "ino": info.st_ino,
-        "dev": info.st_dev,
-    }
-
-
-def _not_private(info: os.stat_result) -> str | None:
-    """Why an entry with this (l)stat is not ours alone to write, or None."""
-    import stat
-
-    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
-        return f"is owned by another user (uid {info.st_uid})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
-
-
 def folder_problem(cache_dir: Path) -> str | None:
     """Why files in `cache_dir` cannot be trusted (another user owns it or can write to it), or None
     (also when it does not exist yet: it is created 0700)."""
@@ -230,7 +210,7 @@ def folder_problem(cache_dir: Path) -> str | None:
         info = cache_dir.stat()
     except OSError:
         return None
-    why = _not_private(info)
+    why = not_private(info)
     if why is None:
         return None
     return (
@@ -247,18 +227,18 @@ def verified(target: Path) -> str | None:
     info = target.lstat()
     if not stat.S_ISREG(info.st_mode):
         return f"the cached embedding model {target} is not a regular file (a symbolic link?)"
-    why = _not_private(info)
+    why = not_private(info)
     if why is not None:
         return f"the cached embedding model {target} {why}"
     record_path = target.with_name(target.name + RECORD_SUFFIX)
     try:
-        if not stat.S_ISREG(record_path.lstat().st_mode) or _not_private(record_path.lstat()):
+        if not stat.S_ISREG(record_path.lstat().st_mode) or not_private(record_path.lstat()):
             raise ValueError("not a private regular file")
         record = json.loads(record_path.read_text(encoding="utf-8"))
         expected, seen = str(record["sha256"]), record["stat"]
     except (OSError, ValueError, KeyError, TypeError):
         return f"the cached embedding model {target} has no readable sha256 record"
-    if seen == _stat_record(info):
+    if seen == stat_record(info):
         return None
     with target.open("rb") as handle:
         if hashlib.file_digest(handle, "sha256").hexdigest() != expected:
@@ -271,7 +251,7 @@ def _record(target: Path, digest: str) -> None:
     """Write `target`'s sha256 record (atomically, 0600)."""
     record_path = target.with_name(target.name + RECORD_SUFFIX)
     tmp = record_path.with_name(f"{record_path.name}.{os.getpid()}.part")
-    data = json.dumps({"sha256": digest, "stat": _stat_record(target.lstat())})
+    data = json.dumps({"sha256": digest, "stat": stat_record(target.lstat())})
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(data)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import ModelError, ModelNotFound
+from deepresearch.files import not_private, stat_record
 
 if TYPE_CHECKING:
     from deepresearch.config import LLMConfig
@@ -192,26 +193,11 @@ def _refuse_unsafe(path: Path, what: str, follow: bool = False) -> os.stat_resul
     fix = f"remove it (rm -r {path}) and run again, or set XDG_CACHE_HOME to a folder of your own"
     if stat.S_ISLNK(st.st_mode):
         raise ModelError(f"refusing the model cache {what} {path}: it is a symbolic link — {fix}")
-    if st.st_uid != os.geteuid():
-        raise ModelError(
-            f"refusing the model cache {what} {path}: it is owned by another user (uid {st.st_uid}) — {fix}"
-        )
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ModelError(
-            f"refusing the model cache {what} {path}: other users can write to it — chmod go-w {path}, or {fix}"
-        )
+    why = not_private(st)
+    if why is not None:
+        chmod = f"chmod go-w {path}, or " if why.startswith("can be written") else ""
+        raise ModelError(f"refusing the model cache {what} {path}: it {why} — {chmod}{fix}")
     return st
-
-
-def _stat_record(st: os.stat_result) -> dict[str, int]:
-    # ctime cannot be set back by `touch`: any write or chmod after the check changes it.
-    return {
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "ctime_ns": st.st_ctime_ns,
-        "ino": st.st_ino,
-        "dev": st.st_dev,
-    }
 
 
 def _sidecar(target: Path) -> Path:
@@ -231,12 +217,12 @@ def _recorded(model: SplitModel, target: Path, st: os.stat_result) -> bool:
     except (OSError, ValueError) as exc:
         log.info("ignoring the model cache record %s: %s", sidecar, exc)
         return False
-    return bool(data == {"sha256": model.sha256, **_stat_record(st)})
+    return bool(data == {"sha256": model.sha256, **stat_record(st)})
 
 
 def _write_sidecar(model: SplitModel, target: Path) -> None:
     st = os.lstat(target)
-    _atomic_write(_sidecar(target), (json.dumps({"sha256": model.sha256, **_stat_record(st)}) + "\n").encode())
+    _atomic_write(_sidecar(target), (json.dumps({"sha256": model.sha256, **stat_record(st)}) + "\n").encode())
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
