@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from deepresearch.errors import DeepResearchError, ModelError
 from deepresearch.facts import Fact
 from deepresearch.kb.align import Token, join, opcodes, regions, tokens, unspaced
-from deepresearch.kb.claims import compare, separable
+from deepresearch.kb.updates import compare, separable
 from deepresearch.text import STOPWORDS, content_words, numbers, stem, words
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def replaced_stems(older: str, newer: str) -> set[str]:
 
 
 def value_change(older: str, newer: str, *, min_shared: int = 4, min_aligned: float = 0.7) -> str | None:
-    """'old → new' when the texts are one claim with one slot's value changed (kb/claims.py:
+    """'old → new' when the texts are one claim with one slot's value changed (kb/updates.py:
     a number, date, name or title, changed wherever it appears, plus details only one side has);
     None when they differ in anything else."""
     return compare(older, newer, min_shared=min_shared, min_aligned=min_aligned).change
