@@ -160,7 +160,7 @@ def test_a_cache_folder_others_can_write_is_refused(fake, cache):
     cache.mkdir(parents=True)
     cache.chmod(0o777)
     with pytest.raises(
-        ModelError, match=r"refusing the model cache folder .*: it can be written by other users \(mode \d+\) — chmod go-w"
+        ModelError, match=r"refusing the model cache folder .*: it can be written by other users \(mode \d+\) — chmod"
     ):
         split_model_path(fake)
     cache.chmod(0o700)
