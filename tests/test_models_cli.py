@@ -89,12 +89,12 @@ def test_extract_missing_or_unsupported_file_is_an_error(runner, home, tmp_path)
 
 @pytest.mark.slow
 def test_ask_with_the_real_model(runner, home, real_llm):
-    result = _run(runner, home, "ask", "Say hello.", "--max-tokens", "8", "--json")
+    result = _run(runner, home, "ask", "Say hello.", "--max-tokens", "8", "--json", "--model", "smollm2-135m-instruct")
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout)
     assert answer["text"].strip() and 1 <= answer["completion_tokens"] <= 8
     assert answer["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    result = _run(runner, home, "ask", "Say hello.", "--max-tokens", "4")
+    result = _run(runner, home, "ask", "Say hello.", "--max-tokens", "4", "--model", "smollm2-135m-instruct")
     assert result.exit_code == 0 and result.stdout.strip() and "generated tokens" in result.stderr
 
 

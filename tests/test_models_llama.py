@@ -67,8 +67,9 @@ def test_info_has_what_doctor_and_models_info_show(real_llm):
 
 def test_one_loaded_model_per_process(real_llm):
     from deepresearch.config import LLMConfig
+    from deepresearch.models.shipped import SMOLLM2
 
-    assert get_chat_model(LLMConfig()) is real_llm
+    assert get_chat_model(LLMConfig(model_path=SMOLLM2)) is real_llm
     assert real_llm._load() is real_llm._load()
 
 

@@ -99,6 +99,7 @@ def test_sigkill_mid_run_then_resume_finishes(home, real_embedder):
             "rank",
             "extract",
             "reflect",
+            "answer",
             "report",
         ]  # nothing redone
         assert conn.execute("select status from research_runs where id = ?", (run_id,)).fetchone()[0] == "done"
