@@ -397,7 +397,9 @@ def main() -> None:
     )
     parser.add_argument("--modes", default=",".join(MODES[:3]), help=f"Comma-separated subset of {', '.join(MODES)}.")
     parser.add_argument(
-        "--models", default="smollm2-135m-instruct", help="Comma-separated chat models (shipped names or GGUF paths)."
+        "--models",
+        default="qwen2.5-coder-1.5b-instruct",
+        help="Comma-separated chat models (shipped names or GGUF paths); default: the shipped default.",
     )
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the reader (default 2).")
     parser.add_argument("--cache-dir", type=Path, default=None, help="Keep the ingested corpus DB here.")
