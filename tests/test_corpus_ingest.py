@@ -280,8 +280,7 @@ def test_onnx_embedder_tokenizes_in_bounded_slices(real_embedder, monkeypatch: p
     before the tokenizer (its 256-token window is unchanged)."""
     from deepresearch.models import onnx_embed
 
-    if not isinstance(real_embedder, onnx_embed.OnnxEmbedder):
-        pytest.skip("the default embedder here is not the onnx backend")
+    assert isinstance(real_embedder, onnx_embed.OnnxEmbedder)  # the default backend: a missing one is a failure
     texts = [f"sentence {i} about " + "tidal locking " * (i % 9) for i in range(40)]
     whole = real_embedder.embed_batch(texts)
     monkeypatch.setattr(onnx_embed, "TOKENIZE_TEXTS", 7)

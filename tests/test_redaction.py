@@ -115,8 +115,7 @@ def test_searxng_keeps_its_token_and_names_itself_redacted() -> None:
 
 def test_kb_sync_json_report_redacts_the_server_url(home: Path, tmp_path: Path, fake_model, monkeypatch) -> None:
     """The sync report's `uri` was printed as given, password included."""
-    pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
-    from pymilvus import MilvusClient
+    from pymilvus import MilvusClient  # the milvus extra is part of dev, as for tests/test_kb_sync.py
 
     from deepresearch.kb import sync
 
