@@ -140,3 +140,23 @@ def qwen_llm():
     from deepresearch.models.shipped import QWEN
 
     return get_chat_model(LLMConfig(model_path=QWEN))
+
+
+@pytest.fixture
+def open_kb(tmp_path):
+    """Factory: a KnowledgeBase in a fresh workspace folder under tmp_path (default: a FakeEmbedder);
+    every workspace it opened is closed afterwards."""
+    from deepresearch.kb.store import KnowledgeBase
+    from deepresearch.workspace import Workspace
+    from tests.fakes import FakeEmbedder
+
+    opened = []
+
+    def make(name="ws", embedder=None):
+        ws = Workspace.open(tmp_path / name)
+        opened.append(ws)
+        return KnowledgeBase(ws.db, embedder or FakeEmbedder(), ws.config.kb)
+
+    yield make
+    for ws in opened:
+        ws.close()

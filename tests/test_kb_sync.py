@@ -42,21 +42,6 @@ def client(uri):
     c.close()
 
 
-@pytest.fixture
-def open_kb(tmp_path):
-    """Factory: a KnowledgeBase in a fresh workspace folder, with a FakeEmbedder."""
-    opened = []
-
-    def make(name="ws", embedder=None):
-        ws = Workspace.open(tmp_path / name)
-        opened.append(ws)
-        return KnowledgeBase(ws.db, embedder or FakeEmbedder(), ws.config.kb)
-
-    yield make
-    for ws in opened:
-        ws.close()
-
-
 def _facts():
     return [
         Fact("Nvidia shipped 3.76 million data-center GPUs in 2023", "https://example.com/gpu",

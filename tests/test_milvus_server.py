@@ -53,21 +53,6 @@ def server(milvus_server, monkeypatch):
     return milvus_server
 
 
-@pytest.fixture
-def open_kb(tmp_path):
-    """Factory: a KnowledgeBase in a fresh workspace folder (default: a FakeEmbedder)."""
-    opened = []
-
-    def make(name, embedder=None):
-        ws = Workspace.open(tmp_path / name)
-        opened.append(ws)
-        return KnowledgeBase(ws.db, embedder or FakeEmbedder(), ws.config.kb)
-
-    yield make
-    for ws in opened:
-        ws.close()
-
-
 def remote_rows(server: MilvusServer, collection: str) -> list[dict]:
     """Every row of a collection, read with strong consistency by a client of its own."""
     from pymilvus import MilvusClient
