@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Protocol
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deepresearch.errors import DeepResearchError
 from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY
@@ -201,6 +202,9 @@ class RuleCategorizer:
 # --- nearest prototype --------------------------------------------------------------------
 
 
+_PROTOTYPE_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
 class PrototypeCategorizer:
     """Nearest category prototypes in embedding space; unsure → the shorter-lived of the best two."""
 
@@ -213,7 +217,12 @@ class PrototypeCategorizer:
 
     def _prototypes(self) -> dict[str, np.ndarray]:
         if self._vectors is None:
-            self._vectors = {c: self.embedder.embed_batch(PROTOTYPES[c]) for c in CATEGORIES}
+            # Embedded once per embedder and process: each research run builds its own categorizer.
+            cached = _PROTOTYPE_VECTORS.get(self.embedder)
+            if cached is None:
+                cached = {c: self.embedder.embed_batch(PROTOTYPES[c]) for c in CATEGORIES}
+                _PROTOTYPE_VECTORS[self.embedder] = cached
+            self._vectors = cached
         return self._vectors
 
     def scores(self, texts: list[str]) -> list[dict[str, float]]:
@@ -292,9 +301,9 @@ def default_categorizer() -> Categorizer:
             from deepresearch.config import EmbeddingConfig
             from deepresearch.models.embed import get_embedder
 
-            embedder = get_embedder(EmbeddingConfig())
-            PrototypeCategorizer(embedder)._prototypes()
-            _DEFAULT.append(PrototypeCategorizer(embedder))
+            categorizer = PrototypeCategorizer(get_embedder(EmbeddingConfig()))
+            categorizer._prototypes()  # fail here (and fall back to cue words) if the model cannot embed
+            _DEFAULT.append(categorizer)
         except (DeepResearchError, ImportError, OSError) as exc:
             log.info("categories from cue words (no embedding model: %s)", exc)
             _DEFAULT.append(RuleCategorizer())
