@@ -175,11 +175,12 @@ def vector_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def match_any(terms: Iterable[str]) -> str | None:
-    """An FTS5 MATCH expression OR-ing `terms`, each a quoted string (quotes doubled), so
-    operators, parentheses, `NEAR`, `*` or `:` in user text are just characters; None if no terms."""
+def match_any(terms: Iterable[str], joiner: str = " OR ") -> str | None:
+    """An FTS5 MATCH expression OR-ing `terms` (AND-ing them with `joiner=" AND "`), each a quoted
+    string (quotes doubled), so operators, parentheses, `NEAR`, `*` or `:` in user text are just
+    characters; None if no terms."""
     quoted = ['"' + term.replace('"', '""') + '"' for term in terms]
-    return " OR ".join(quoted) or None
+    return joiner.join(quoted) or None
 
 
 def fts_integrity_problem(conn: Any, table: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deepresearch.facts import Fact
+from deepresearch.indexing import match_any
 from deepresearch.kb import lifecycle
 from deepresearch.kb.align import PUNCT, UNSPACED_RUN, known_word, proper, segment, unspaced
 from deepresearch.kb.classify import decide
@@ -78,7 +79,7 @@ def lexical_neighbours(conn: Any, text: str, k: int = LEXICAL_CANDIDATES) -> lis
     anchors = anchor_terms(text)
     if not anchors:
         return []
-    expr = " AND ".join('"' + t.replace('"', '""') + '"' for t in anchors)
+    expr = match_any(anchors, joiner=" AND ")
     rows = conn.execute(
         "select f.rid from fact_fts join facts f on f.rid = fact_fts.rowid"
         " where fact_fts match ? and f.status = 'active' order by bm25(fact_fts) limit ?",
