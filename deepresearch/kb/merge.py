@@ -49,11 +49,6 @@ _TIME_WORDS = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april june
     july august september october november december yesterday today tomorrow""".split()
 )
-# month names and their abbreviations ("Aug", "Sept") by their first three letters
-_MONTHS = frozenset(
-    m[:3] for m in "january february march april may june july august september october november december".split()
-)
-_MAGNITUDES = frozenset({"hundred", "thousand", "million", "billion", "trillion", "percent"})
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without", "n't"})
 _END = " .。!！;"
 

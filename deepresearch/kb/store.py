@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from deepresearch.db import transaction
@@ -177,7 +176,7 @@ class KnowledgeBase:
             if fact.status not in ("", "active"):
                 result.rejected.append((fact, f"status {fact.status}: --link imports active facts only (--restore)"))
             else:
-                active.append(replace(fact, id="", status="active", superseded_by=None, expires_at=None))
+                active.append(fact)  # add_facts gives it a new id, active status and its own expiry
         active.sort(key=lambda f: (f.verified_at, f.created_at))
         for start in range(0, len(active), batch):
             part = self.add_facts(active[start : start + batch], now)
