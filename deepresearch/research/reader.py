@@ -144,7 +144,7 @@ def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, An
     if answers.question_type(state.topic) == "explain":
         return {"text": None, "kind": "explain", "sids": [], "method": "sentences"}  # how/why: the best sentences
     found = best_answer(state, passages) if passages else {}
-    if not found or not confident(state, found, passages):
+    if not found or not confident(found):
         closest = [found["sentence"], found["sid"]] if found.get("sentence") else None
         return {**abstention(found.get("text")), "score": found.get("score"), "closest": closest}
     sids = list(dict.fromkeys([found["sid"], *found.get("support", [])]))
@@ -160,7 +160,7 @@ def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, An
     return out
 
 
-def confident(state: ResearchState, found: dict[str, Any], passages: list[str]) -> bool:
+def confident(found: dict[str, Any]) -> bool:
     """Whether the scored answer may be printed as the answer: only for the question types it
     gets right more often than not, a yes/no or one of two named options. Its spans were
     right 14 times in 73 on the tuning questions (HotpotQA and MuSiQue 0–39), and no score
