@@ -19,7 +19,6 @@ from deepresearch.cli.common import (
     status,
     warn,
 )
-from deepresearch.text import terminal_safe
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
@@ -91,6 +90,8 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
     if not results:
         typer.echo(f"No results for {query!r}.")
         return
+    from deepresearch.text import terminal_safe  # not at import: keeps the CLI's cold start lean
+
     for n, result in enumerate(results, start=1):
         typer.echo(f"{n}. {terminal_safe(result.title)}  [{result.score:.4g}]")
         typer.echo(f"   {terminal_safe(result.url)}")
@@ -128,6 +129,8 @@ def add(
             vector_progress=bars.on_vectors,
             embed=not keywords_only,
         )
+    from deepresearch.text import terminal_safe
+
     for message in report.errors:
         typer.secho(f"Error: {terminal_safe(message)}", err=True, fg=typer.colors.RED)
     if as_json:
@@ -198,6 +201,8 @@ def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
     if not sources:
         typer.echo("The corpus is empty — add documents with `deepresearch corpus add PATH`.")
         return
+    from deepresearch.text import terminal_safe
+
     for s in sources:
         mark = "" if s.complete else "  (incomplete: interrupted — `corpus add` it again)"
         typer.echo(f"{s.documents:>7} docs {s.chunks:>8} chunks  {s.kind:<5}  {terminal_safe(s.path)}{mark}")
