@@ -115,7 +115,8 @@ class ChunkVectors:
         if not vec_loaded(self.conn) or not CORPUS_VEC.exists(self.conn):
             return
         chunks = self.conn.execute("select count(*) from corpus_chunks").fetchone()[0]
-        have = self.conn.execute("select count(*) from corpus_vec").fetchone()[0]
+        # sqlite-vec's rowid shadow table: a count(*) on the vec0 table itself reads every vector chunk
+        have = self.conn.execute("select count(*) from corpus_vec_rowids").fetchone()[0]
         stale = stale_chunk_ids(self.conn)
         if stale or have > chunks:
             self._drop_stale(stale)
@@ -127,7 +128,7 @@ class ChunkVectors:
         chunks = int(self.conn.execute("select count(*) from corpus_chunks").fetchone()[0])
         if not CORPUS_VEC.exists(self.conn):
             return chunks
-        have = int(self.conn.execute("select count(*) from corpus_vec").fetchone()[0])
+        have = int(self.conn.execute("select count(*) from corpus_vec_rowids").fetchone()[0])
         return max(0, chunks - have + len(stale_chunk_ids(self.conn)))
 
     def prepare(self) -> Embedder:
