@@ -66,7 +66,6 @@ def milvus(
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
     direction = _direction(push, pull, both)
     from deepresearch.kb.sync import sync_milvus, validate_collection
-    from deepresearch.text import redact_secrets
 
     validate_collection(collection)  # fail before opening the workspace or loading anything
 
@@ -78,6 +77,6 @@ def milvus(
     for message in report.warnings[:20]:
         warn(message)
     if as_json:  # a server URL may carry user:password@ (printed redacted, as everywhere)
-        echo_json({**report.to_dict(), "uri": redact_secrets(report.uri)})
+        echo_json(report.to_dict())
     else:
         typer.echo(report.summary())

@@ -46,6 +46,7 @@ from deepresearch.kb.milvus import (
 from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
 from deepresearch.kb.store import KnowledgeBase
 from deepresearch.models.embed import Embedder
+from deepresearch.text import redact_secrets
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,8 @@ class SyncReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain JSON-able data."""
-        return asdict(self)
+        """The report as plain JSON-able data, the server URL without its credentials."""
+        return {**asdict(self), "uri": redact_secrets(self.uri)}
 
 
 # --- push -------------------------------------------------------------------------------
