@@ -132,10 +132,13 @@ def _glue(token: Token, month: bool) -> bool:
 _MONTH_KEYS = frozenset(m[:3] for m in "jan feb mar apr may jun jul aug sep oct nov dec".split())
 
 
-def regions(old: list[Token], new: list[Token]) -> list[tuple[int, int, int, int]]:
-    """The differing stretches (i1, i2, j1, j2), stretches joined by at most two glue tokens."""
+def regions(
+    old: list[Token], new: list[Token], ops: list[tuple[str, int, int, int, int]] | None = None
+) -> list[tuple[int, int, int, int]]:
+    """The differing stretches (i1, i2, j1, j2), stretches joined by at most two glue tokens.
+    `ops`: the caller's `opcodes(old, new)`, when it has them already."""
     out: list[tuple[int, int, int, int]] = []
-    pending: list[tuple[str, int, int, int, int]] = [op for op in opcodes(old, new)]
+    pending: list[tuple[str, int, int, int, int]] = list(opcodes(old, new) if ops is None else ops)
     for n, (tag, i1, i2, j1, j2) in enumerate(pending):
         if tag == "equal":
             continue

@@ -222,7 +222,7 @@ def _aligned(older: str, newer: str) -> str | None:
     ops = opcodes(old, new)
     same = sum(not t.glue for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2])
     solid = min(sum(not t.glue for t in old), sum(not t.glue for t in new))
-    spans = regions(old, new)
+    spans = regions(old, new, ops)
     if same < 0.5 * solid or len(spans) > MAX_EDITS:
         return None
     new_keys, old_keys = {t.key for t in new if not t.glue}, {t.key for t in old if not t.glue}

@@ -192,9 +192,10 @@ def compare(older: str, newer: str, *, min_shared: int = 4, min_aligned: float =
     """Compare two texts as claims (see the module docstring). Cached: `relation`, `replaced_stems`
     and `kept_apart` ask about the same pair; the result must not be changed by callers."""
     old, new = tokens(older), tokens(newer)
-    spans = regions(old, new)
+    ops = opcodes(old, new)
+    spans = regions(old, new, ops)
     solid = [sum(not t.glue for t in side) for side in (old, new)]
-    equal = [t for tag, i1, i2, _, _ in opcodes(old, new) if tag == "equal" for t in old[i1:i2] if not t.glue]
+    equal = [t for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2] if not t.glue]
     if len(spans) > MAX_REGIONS or len(equal) < min_aligned * min(solid):
         return Comparison()
     swaps: list[tuple[str, str, list[Token], list[Token]]] = []
