@@ -217,7 +217,8 @@ def supporting_passages(state: ResearchState, found: dict[str, Any], passages: l
     if not found.get("text"):  # abstained: the passages of the closest sentences the Answer shows
         keep += [found["closest"][1]] if found.get("closest") else []
         keep += [sid for _, sid in best_sentences(state, passages, 2)]
-    keep += [sid for sid in passages if states_part_of_question(state, sid)]
+    weights = key_weights(state)  # once for the run's passages, not once per passage
+    keep += [sid for sid in passages if states_part_of_question(state, sid, weights)]
     return list(dict.fromkeys(keep))
 
 
@@ -226,14 +227,14 @@ def supporting_passages(state: ResearchState, found: dict[str, Any], passages: l
 PART_OF_QUESTION = 0.3
 
 
-def states_part_of_question(state: ResearchState, sid: str) -> bool:
+def states_part_of_question(state: ResearchState, sid: str, weights: dict[str, float] | None = None) -> bool:
     """A passage whose title the question names, or one of whose sentences states at least
     PART_OF_QUESTION of the question's key words (weighted by rarity)."""
     source = state.source_by_sid()[sid]
     head = re.split(r"[,(]", source.title, maxsplit=1)[0].strip()
     if len(head) > 2 and states(head, state.topic):
         return True
-    weights = key_weights(state)
+    weights = key_weights(state) if weights is None else weights
     total = sum(weights.values())
     if not total:
         return False
