@@ -289,8 +289,10 @@ from deepresearch.models.claims import (  # noqa: E402
     claim_problem,
     ends_like_sentence,
     is_whole,
+    method_sections,
     passage_candidates,
     passage_claims,
+    section_heading,
     starts_like_sentence,
 )
 from deepresearch.search.ingest import chunk_text  # noqa: E402
@@ -382,6 +384,17 @@ def test_a_pronoun_is_resolved_to_the_passage_subject_only_when_certain():
         "The default strategy is to run a checkpoint when the WAL reaches 1000 pages.",
         "Cytokine levels in the cultures of mouse LPMCs were measured in 2010.",
         "METHODS We followed 522 stroke patients for 3 months to identify major disability.",
+        # session 12: the subject, connector or relation is in an earlier sentence
+        "For example, the server might keep a separate SQLite database for each user.",
+        "The sender copies the SQLite database file to the receiver over the network.",
+        "The initial search yielded 784 studies about SQLite.",
+        "American chemist Edwin Slosson served as the publication's first editor.",
+        "Care seeking from a provider yielded a similar range in 2015.",
+        "Mice were then treated with RA or LE135 daily for 7 days.",
+        "Estimates were limited by the few studies conducted in urban settings.",
+        "Notable speakers included Justice Michael Kirby and the painter Jeffrey Smart.",
+        "Starring So Ji-sub and Han Hyo-joo in the lead roles, it is about a romance.",
+        "Analysis of the PBMC methylome revealed a rich epigenomic landscape for 20 features.",
     ],
 )
 def test_sentences_that_do_not_stand_alone_are_dropped(sentence):
@@ -406,6 +419,8 @@ def test_sentences_that_do_not_stand_alone_are_dropped(sentence):
         ("Expression affinity in SQLite is determined by the following rules:", "list"),
         ("Use a client/server database engine instead of SQLite for many concurrent writers.", "instruction"),
         ("Data transfer format", "heading"),
+        ("If many clients write to the same database, then use a client/server engine instead.", "instruction"),
+        ("As an INTEGER number of seconds since 1970 (also known as unix time).", "list item"),
     ],
 )
 def test_what_is_not_a_claim_is_not_stored(sentence, reason):
@@ -429,6 +444,31 @@ def test_what_is_not_a_claim_is_not_stored(sentence, reason):
 def test_claims_are_kept(sentence):
     assert claim_problem(sentence) is None
     assert passage_claims(sentence) == [sentence]
+
+
+def test_initials_after_a_lower_case_word_are_joined_not_cut():
+    text = "Science News has been published since 1922 by a society founded by E. W. Scripps in 1920."
+    assert passage_claims(text) == [text]
+
+
+def test_method_sections_of_a_structured_abstract_are_not_stored():
+    abstract = (
+        "BACKGROUND Serum soluble corin has been associated with stroke in 2010. METHODS We followed 522 patients. "
+        "Corin levels ranged between 10 and 100 ng/mL among the patients. RESULTS High corin was linked to a "
+        "lower risk of death (OR = 0.64). Conclusions: Corin deficiency predicts disability after stroke."
+    )
+    assert passage_claims(abstract) == [
+        "Serum soluble corin has been associated with stroke in 2010.",
+        "High corin was linked to a lower risk of death (OR = 0.64).",
+        "Corin deficiency predicts disability after stroke.",
+    ]
+    # A chunk that starts mid-abstract: before a first RESULTS heading lies the method section.
+    chunk = "Corin levels ranged between 10 and 100 ng/mL among them. RESULTS High corin lowered the risk (OR = 0.64)."
+    assert passage_claims(chunk) == ["High corin lowered the risk (OR = 0.64)."]
+    assert method_sections(["A x.", "CONCLUSIONS B y."]) == [False, False]  # RESULTS or METHODS: unknown
+    assert section_heading("CREATE TABLE Statement") is None and section_heading("DATA SOURCES PubMed") == (
+        "DATA SOURCES"
+    )
 
 
 def test_dropped_sentences_say_why_and_connectors_are_dropped_not_the_claim():
@@ -495,7 +535,7 @@ def test_the_labeled_set_is_well_formed():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     by_id = {s["id"]: s for s in sources}
     assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == {"scifact", "hotpotqa", "sqlite"}
-    assert {s["split"] for s in sources} == {"dev", "heldout"}
+    assert {s["split"] for s in sources} == {"dev", "heldout", "fresh"}
     assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
     for row in labels:
         source = by_id[row["source"]]
