@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from deepresearch.facts import normalize_text  # noqa: E402
+from deepresearch.facts import CATEGORIES, normalize_text  # noqa: E402
 from deepresearch.text import content_words  # noqa: E402
 from deepresearch.text import stem as _stem  # noqa: E402
 
@@ -144,36 +144,64 @@ def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[di
     }
 
 
-def categorizer_accuracy(
-    labels: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
-) -> list[dict[str, Any]]:
-    """Category accuracy of each categorizer over every labeled claim, per split (with
-    `model_path`, also the chat model choosing from the category enum)."""
+def linear_leave_one_out(categorizer: Any, claims: list[dict[str, Any]]) -> list[str]:
+    """The linear classifier's category for each dev claim, fitted without that claim (it is one of
+    the shipped examples): leave-one-out, so the dev figure is not a training-set figure."""
+    from deepresearch.models.categorize import fit_softmax, softmax, training_set
+
+    texts, labels = training_set()
+    vectors = categorizer.embedder.embed_batch(texts)
+    out = []
+    for claim in claims:
+        keep = [i for i, t in enumerate(texts) if t != claim["fact"]]
+        weights, bias = fit_softmax(vectors[keep], [labels[i] for i in keep])
+        p = softmax(categorizer.embedder.embed_batch([claim["fact"]]) @ weights + bias)[0]
+        out.append(categorizer.choose(dict(zip(CATEGORIES, map(float, p), strict=True))))
+    return out
+
+
+def _candidates(model_path: str | None) -> list[Any]:
+    """The categorizers compared: cue words, nearest prototype, the linear classifier (each with
+    and without its unsure rule), and with `model_path` the chat model through the category enum."""
     from deepresearch.models.categorize import (
+        LinearCategorizer,
         ModelCategorizer,
         PrototypeCategorizer,
         RuleCategorizer,
         default_categorizer,
     )
 
-    proto = default_categorizer()
-    rows = []
+    shipped = default_categorizer()
     candidates: list[Any] = [RuleCategorizer()]
-    if isinstance(proto, PrototypeCategorizer):
-        candidates += [PrototypeCategorizer(proto.embedder, margin=0.0), proto]
+    if isinstance(shipped, LinearCategorizer):
+        embedder = shipped.embedder
+        candidates += [PrototypeCategorizer(embedder, margin=0.0), PrototypeCategorizer(embedder)]
+        candidates += [LinearCategorizer(embedder, margin=0.0), shipped]
     if model_path:
         from deepresearch.config import LLMConfig
         from deepresearch.models.llm import get_chat_model
 
-        config = LLMConfig(model_path=model_path, temperature=0.0, n_threads=2)
+        config = LLMConfig(model_path=model_path, temperature=0.0)  # threads: the default (half the cores)
         candidates.append(ModelCategorizer(get_chat_model(config)))
-    for categorizer in candidates:
+    return candidates
+
+
+def categorizer_accuracy(
+    labels: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
+) -> list[dict[str, Any]]:
+    """Category accuracy of each categorizer over every labeled claim, per split (the linear
+    classifier's dev figure by leave-one-out; with `model_path`, also the chat model)."""
+    rows = []
+    for categorizer in _candidates(model_path):
         for split in SPLITS:
             claims = [r for r in labels if r["split"] == split and r["claim"] and r["category"]]
             if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
                 claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
             start = time.perf_counter()
-            chosen = categorizer.categorize([r["fact"] for r in claims])
+            if categorizer.name == "linear" and split == "dev":
+                chosen = linear_leave_one_out(categorizer, claims)
+            else:
+                chosen = categorizer.categorize([r["fact"] for r in claims])
             if categorizer.name == "model":
                 print(f"  model categories ({split}): {(time.perf_counter() - start) / len(claims):.2f} s/fact")
             right = sum(c == r["category"] for c, r in zip(chosen, claims, strict=True))

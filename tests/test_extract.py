@@ -284,7 +284,15 @@ def test_categories_of_technical_text_and_case_of_lowercase_names():
 
 from pathlib import Path  # noqa: E402
 
-from deepresearch.models.categorize import PrototypeCategorizer, RuleCategorizer  # noqa: E402
+from deepresearch.models.categorize import (  # noqa: E402
+    PROTOTYPES,
+    LinearCategorizer,
+    PrototypeCategorizer,
+    RuleCategorizer,
+    fit_softmax,
+    training_set,
+)
+from deepresearch.models.category_examples import EXAMPLES  # noqa: E402
 from deepresearch.models.claims import (  # noqa: E402
     claim_problem,
     ends_like_sentence,
@@ -525,6 +533,51 @@ def test_prototype_rule_picks_the_nearest_and_is_conservative_when_unsure():
         {"market_data": 0.1, "product_info": 0.2, "strategy": 0.0, "technology": 0.5, "historical": 0.48}
     ) == ("technology")
     assert cat.categorize(["苹果的市场份额增长了"]) == ["market_data"]  # CJK: cue words
+
+
+def test_linear_classifier_learns_the_examples_and_is_conservative_when_unsure():
+    examples = [
+        ("market_data", "price price"),
+        ("product_info", "version version"),
+        ("strategy", "plan plan"),
+        ("technology", "protocol protocol"),
+        ("historical", "born born"),
+    ]
+    cat = LinearCategorizer(_AxisEmbedder(), margin=0.05, examples=examples)  # type: ignore[arg-type]
+    assert cat.categorize(["the protocol of the protocol", "born in the year", "a price"]) == [
+        "technology",
+        "historical",
+        "market_data",
+    ]
+    probabilities = cat.probabilities(["protocol"])[0]
+    assert set(probabilities) == set(CATEGORIES) and abs(sum(probabilities.values()) - 1) < 1e-6
+    # Within the margin of each other: the shorter-lived one (re-checked sooner); outside: the best.
+    unsure = {"market_data": 0.1, "product_info": 0.44, "strategy": 0.0, "technology": 0.46, "historical": 0.0}
+    assert cat.choose(unsure) == "product_info"
+    assert LinearCategorizer(_AxisEmbedder(), margin=0.0, examples=examples).choose(  # type: ignore[arg-type]
+        {"market_data": 0.1, "product_info": 0.44, "strategy": 0.0, "technology": 0.46, "historical": 0.0}
+    ) == ("technology")
+    assert cat.categorize(["苹果的市场份额增长了"]) == ["market_data"]  # CJK: cue words
+
+
+def test_softmax_regression_separates_what_it_is_given():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    centers = np.eye(len(CATEGORIES), 8) * 3
+    y = [i % len(CATEGORIES) for i in range(100)]
+    x = centers[y] + rng.normal(scale=0.5, size=(100, 8))
+    weights, bias = fit_softmax(x, y)
+    assert weights.shape == (8, len(CATEGORIES)) and bias.shape == (len(CATEGORIES),)
+    assert (np.argmax(x @ weights + bias, axis=1) == y).mean() > 0.95
+
+
+def test_the_shipped_category_examples_are_the_dev_claims_and_only_those():
+    labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
+    dev = [(r["category"], r["fact"]) for r in labels if r["split"] == "dev" and r["claim"] and r["category"]]
+    assert EXAMPLES == dev  # no held-out or fresh claim is learned from
+    texts, classes = training_set()
+    assert len(texts) == len(classes) == len(EXAMPLES) + sum(map(len, PROTOTYPES.values()))
 
 
 DATA = Path(__file__).parent / "data"
