@@ -572,6 +572,28 @@ def test_softmax_regression_separates_what_it_is_given():
     assert (np.argmax(x @ weights + bias, axis=1) == y).mean() > 0.95
 
 
+def test_the_shipped_classifier_is_fitted_once_and_stored_in_the_model_cache(tmp_path, monkeypatch):
+    import numpy as np
+
+    from deepresearch.models import categorize
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    embedder = _AxisEmbedder()
+    first = categorize.LinearCategorizer(embedder)  # type: ignore[arg-type]
+    chosen = first.categorize(["the protocol of the protocol"])
+    [stored] = (tmp_path / "deepresearch" / "models").glob("categories-*.npz")
+    categorize._LINEAR_WEIGHTS.clear()  # a new process: the weights come from the file
+    with np.load(stored) as data:
+        assert np.array_equal(data["weights"], first._fit()[0])
+    assert categorize.LinearCategorizer(embedder).categorize(["the protocol of the protocol"]) == chosen  # type: ignore[arg-type]
+    stored.write_bytes(b"not an npz file")  # damaged: fitted again and rewritten
+    categorize._LINEAR_WEIGHTS.clear()
+    assert categorize.LinearCategorizer(embedder).categorize(["the protocol of the protocol"]) == chosen  # type: ignore[arg-type]
+    with np.load(stored) as data:
+        assert data["weights"].shape == (embedder.dimension, len(CATEGORIES))
+    categorize._LINEAR_WEIGHTS.clear()
+
+
 def test_the_shipped_category_examples_are_the_dev_claims_and_only_those():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     dev = [(r["category"], r["fact"]) for r in labels if r["split"] == "dev" and r["claim"] and r["category"]]

@@ -25,7 +25,10 @@ loaded, and for CJK text (English examples, MiniLM).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import re
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
@@ -322,12 +325,14 @@ class LinearCategorizer:
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray]:
         if self._weights is None:
-            cached = _LINEAR_WEIGHTS.get(self.embedder) if self.examples is None else None
-            if cached is None:
+            if self.examples is not None:
                 texts, labels = training_set(self.examples)
-                cached = fit_softmax(self.embedder.embed_batch(texts), labels)
-                if self.examples is None:
-                    _LINEAR_WEIGHTS[self.embedder] = cached
+                self._weights = fit_softmax(self.embedder.embed_batch(texts), labels)
+                return self._weights
+            cached = _LINEAR_WEIGHTS.get(self.embedder)
+            if cached is None:
+                cached = _stored_fit(self.embedder)
+                _LINEAR_WEIGHTS[self.embedder] = cached
             self._weights = cached
         return self._weights
 
@@ -348,6 +353,38 @@ class LinearCategorizer:
     def choose(self, probabilities: dict[str, float]) -> str:
         """The most probable category; within `margin` of the runner-up, the shorter-lived of the two."""
         return choose_or_shorter_lived(probabilities, self.margin)
+
+
+def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
+    """The shipped classifier's weights for this embedder, kept in the model cache: embedding its
+    ~170 training sentences costs 2–10 s at each process start on a small machine, a stored fit
+    0.01 s. The file name hashes the embedder, the training set and the fit's settings, so a
+    change to any of them fits anew."""
+    import numpy as np
+
+    from deepresearch.models.shipped import model_cache_dir
+
+    texts, labels = training_set()
+    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, LINEAR_C, LINEAR_STEPS]
+    key = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:20]
+    path = model_cache_dir() / f"categories-{key}.npz"
+    try:
+        with np.load(path) as stored:
+            weights, bias = stored["weights"], stored["bias"]
+        if weights.shape == (embedder.dimension, len(CATEGORIES)) and bias.shape == (len(CATEGORIES),):
+            return weights, bias
+    except (OSError, KeyError, ValueError) as exc:
+        log.debug("category weights not stored yet (%s)", exc)
+    weights, bias = fit_softmax(embedder.embed_batch(texts), labels)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        with partial.open("wb") as out:
+            np.savez(out, weights=weights, bias=bias)
+        os.replace(partial, path)
+    except OSError as exc:  # a read-only cache: fit again next time
+        log.info("cannot store the category weights in %s: %s", path.parent, exc)
+    return weights, bias
 
 
 def choose_or_shorter_lived(scores: dict[str, float], margin: float) -> str:
