@@ -357,7 +357,7 @@ class LinearCategorizer:
 
 def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
     """The shipped classifier's weights for this embedder, kept in the model cache: embedding its
-    ~170 training sentences costs 2–10 s at each process start on a small machine, a stored fit
+    ~160 training sentences costs 2–10 s at each process start on a small machine, a stored fit
     0.01 s. The file name hashes the embedder, the training set and the fit's settings, so a
     change to any of them fits anew."""
     import numpy as np
