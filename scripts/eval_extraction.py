@@ -240,6 +240,51 @@ def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) ->
     return counts
 
 
+# The issue's examples of facts no one would keep (issue 25), as patterns over stored facts.
+ISSUE_PAGES = ("wal.html", "flextypegood.html", "pragma.html", "isolation.html")
+ISSUE_PATTERNS = (
+    r"^(?:To avoid that|In that case|Hence|Of course|Presumably|Yes,|See the|Int sqlite3|PRAGMA schema)|"
+    r"with the addition that\.$|fully in the\.$"
+)
+
+
+def issue_pages(folder: Path) -> list[dict[str, Any]]:
+    """Every chunk (180/30 words) of the SQLite pages the issue's examples come from, through
+    today's and the new extraction: facts stored, their categories, how many match the issue's
+    bad patterns, seconds per chunk."""
+    import re
+    from collections import Counter
+
+    import extraction_baseline as baseline
+
+    from deepresearch.models import extract
+    from deepresearch.models.categorize import default_categorizer
+    from deepresearch.search.ingest import chunk_text
+    from deepresearch.search.readers import read_html_file
+
+    default_categorizer()  # loaded (and fitted) before timing
+    chunks = []
+    for page in ISSUE_PAGES:
+        title, text = read_html_file(folder / page)
+        chunks += [(title, page, chunk) for chunk in chunk_text(text, 180, 30)]
+    rows = []
+    for name in ("baseline", "new"):
+        categories: Counter[str] = Counter()
+        bad = 0
+        start = time.perf_counter()
+        for title, page, chunk in chunks:
+            if name == "baseline":
+                result = baseline.extract_facts(chunk, page, topic=title, max_facts=5)
+            else:
+                result = extract.extract_facts(chunk, page, topic=title, max_facts=5, title=title)
+            categories.update(f.category for f in result.facts)
+            bad += sum(bool(re.search(ISSUE_PATTERNS, f.fact)) for f in result.facts)
+        seconds = (time.perf_counter() - start) / len(chunks)
+        rows.append({"name": name, "chunks": len(chunks), "facts": sum(categories.values()), "bad": bad,
+                     "categories": dict(categories), "seconds_per_chunk": round(seconds, 3)})  # fmt: skip
+    return rows
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
@@ -287,6 +332,9 @@ def main() -> None:
     parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")
     parser.add_argument("--chunk-edges", type=Path, help="only measure the start rule on chunks of these HTML pages")
     parser.add_argument("--pages", type=int, default=200, help="(--chunk-edges) pages to read")
+    parser.add_argument(
+        "--issue-pages", type=Path, help="only run both extractions on every chunk of the issue's pages"
+    )
     parser.add_argument("--hotpotqa", type=Path, help="run the model comparison on this hotpotqa_train.json")
     parser.add_argument("--passages", type=int, default=16, help="(--hotpotqa) supporting paragraphs to use")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "gemma3-270m"])
@@ -297,6 +345,10 @@ def main() -> None:
         mid, start = counts["mid_sentence"], counts["true_start"]
         print(f"mid-sentence chunk starts kept as sentence starts: {counts['mid_kept'] / mid:.3f} of {mid}")
         print(f"true sentence starts dropped: {counts['start_dropped'] / start:.3f} of {start}")
+        return
+    if args.issue_pages:
+        for row in issue_pages(args.issue_pages):
+            print(json.dumps(row))
         return
     if args.hotpotqa:
         import eval_extraction_models
