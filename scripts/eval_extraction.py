@@ -7,8 +7,10 @@ The labeled set (tests/data/extraction_labels.jsonl, built by
 scripts/build_extraction_candidates.py) holds every sentence-level candidate of 48 sources —
 SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split into a dev
-part (looked at while the rules were designed) and a held-out part (labeled before, never
-tuned on). For each extractor (`baseline` = scripts/extraction_baseline.py, the extraction
+part (looked at while the rules were designed; its claims are the category classifier's
+examples), a held-out part (labeled blind in session 11; its failures were read in session 12)
+and a fresh part (labeled blind in session 12 before that session's rules ran on it). For each
+extractor (`baseline` = scripts/extraction_baseline.py, the extraction
 before issue 25; `new` = deepresearch.models.extract) and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -19,8 +21,9 @@ before issue 25; `new` = deepresearch.models.extract) and each split it prints:
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
 Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-the nearest-prototype rule, and with `--model-categories GGUF` the chat model choosing from
-the category enum.
+the nearest-prototype rule, the softmax regression (its dev figure by leave-one-out), and with
+`--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
+runs both extractions over every chunk of the issue's SQLite pages instead.
 
 The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
 remains: `--hotpotqa FILE --models NAME…`.
