@@ -32,11 +32,16 @@ one sentence fails. The rules, each with the case it handles:
   "The" and common nouns only ("The default strategy is …", "The second form …") points to
   something named before → dropped;
 - method statements of a study ("Cytokine levels were measured.", "We followed 522
-  patients …", "The aim of this study was …") describe the source, not the world → dropped;
+  patients …", "The aim of this study was …", "Analysis of the … revealed …") and every sentence
+  of a structured abstract's method section (after a METHODS/DESIGN/… heading, or before a
+  chunk's first RESULTS heading) describe the source, not the world → dropped;
+- a relation to something named before: "For example, …", "The sender gathers …", "the
+  publication's …", "a similar range", "were then treated", "the few studies", "Notable
+  speakers included …" → dropped;
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
   documentation for details", "for more information", "described below"), hedges and
   opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
-  ("Use …", "Avoid …"), code or syntax (comments, braces, pipes, a C signature, a dense run
+  ("Use …", "Avoid …", also after a condition: "If …, then use …"), "As a …" list items, code or syntax (comments, braces, pipes, a C signature, a dense run
   of symbols), headings, table cells and phrases without a verb.
 """
 
