@@ -41,8 +41,9 @@ one sentence fails. The rules, each with the case it handles:
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
   documentation for details", "for more information", "described below"), hedges and
   opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
-  ("Use …", "Avoid …", also after a condition: "If …, then use …"), "As a …" list items, code or syntax (comments, braces, pipes, a C signature, a dense run
-  of symbols), headings, table cells and phrases without a verb.
+  ("Use …", "Avoid …", also after a condition: "If …, then use …"), "As a …" list items,
+  code or syntax (comments, braces, pipes, a C signature, a dense run of symbols), headings,
+  table cells and phrases without a verb.
 """
 
 from __future__ import annotations
