@@ -8,7 +8,7 @@ from deepresearch.db import get_meta
 from deepresearch.indexing import fts_integrity_problem, vec_loaded
 from deepresearch.kb.codes import verify as verify_codes
 from deepresearch.kb.index import vec_dimension
-from deepresearch.kb.rows import DIMENSION_KEY
+from deepresearch.kb.repository import DIMENSION_KEY, integrity_problems, vector_check_rows
 
 
 def _ids(rows: list[tuple]) -> str:
@@ -49,21 +49,8 @@ def check(conn: Any) -> list[str]:
             f"FTS index does not match the facts table ({mismatch}) — rebuild with"
             " `insert into fact_fts(fact_fts) values('rebuild')`"
         )
-    queries = {
-        "facts without any source": "select id from facts f where not exists"
-        " (select 1 from fact_sources s where s.fact_id = f.id)",
-        "facts whose source_url is not among their sources": "select id from facts f where not exists"
-        " (select 1 from fact_sources s where s.fact_id = f.id and s.url = f.source_url)",
-        "facts without an add/merge history row": "select id from facts f where not exists"
-        " (select 1 from fact_history h where h.fact_id = f.id and h.event in ('add', 'merge'))",
-        "superseded facts without a valid superseded_by": "select id from facts f"
-        " where status = 'superseded' and"
-        " (superseded_by is null or not exists (select 1 from facts g where g.id = f.superseded_by))",
-    }
-    for label, sql in queries.items():
-        rows = conn.execute(sql).fetchall()
-        if rows:
-            problems.append(f"{len(rows)} {label}: {_ids(rows)}")
+    for label, rows in integrity_problems(conn).items():
+        problems.append(f"{len(rows)} {label}: {_ids(rows)}")
     dim = get_meta(conn, DIMENSION_KEY)
     if not vec_loaded(conn):
         return problems
@@ -77,9 +64,7 @@ def check(conn: Any) -> list[str]:
     vec_rows = {
         r[0]: r[1:] for r in conn.execute("select rowid, category, status, verified_at, confidence from fact_vec")
     }
-    fact_rows = {
-        r[0]: r[1:] for r in conn.execute("select rid, category, status, verified_at, confidence, id from facts")
-    }
+    fact_rows = vector_check_rows(conn)
     missing = [(fact_rows[r][4],) for r in fact_rows if r not in vec_rows]
     orphans = [(r,) for r in vec_rows if r not in fact_rows]
     stale = [(fact_rows[r][4],) for r in fact_rows if r in vec_rows and tuple(vec_rows[r]) != tuple(fact_rows[r][:4])]

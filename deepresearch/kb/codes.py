@@ -41,6 +41,7 @@ from deepresearch.kb.index import (
     RamIndex,
     vec_dimension,
 )
+from deepresearch.kb.repository import lifecycle_rows
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -427,21 +428,7 @@ def _reading(conn: Any) -> Iterator[None]:
 
 def _fact_columns(conn: Any, rids: np.ndarray | None) -> tuple[np.ndarray, ...]:
     """(rid, category, status, verified_at, confidence) arrays in rid order, for `rids` or every fact."""
-    if rids is None or rids.size > 50000:  # one scan beats many `in (…)` lookups
-        rows = conn.execute("select rid, category, status, verified_at, confidence from facts order by rid").fetchall()
-        if rids is not None:
-            wanted = set(rids.tolist())
-            rows = [r for r in rows if r[0] in wanted]
-    else:
-        rows = []
-        values = rids.tolist()
-        for i in range(0, len(values), 500):
-            part = values[i : i + 500]
-            rows += conn.execute(
-                "select rid, category, status, verified_at, confidence from facts"
-                f" where rid in ({','.join('?' * len(part))}) order by rid",
-                part,
-            ).fetchall()
+    rows = lifecycle_rows(conn, None if rids is None else rids.tolist())
     categories = {c: i for i, c in enumerate(CATEGORIES)}
     statuses = {s: i for i, s in enumerate(STATUSES)}
     n = len(rows)

@@ -11,7 +11,8 @@ import numpy as np
 from deepresearch.db import transaction
 from deepresearch.errors import ModelError
 from deepresearch.facts import Fact, text_hash
-from deepresearch.kb import rows
+from deepresearch.kb import records
+from deepresearch.kb import repository as repo
 from deepresearch.kb.classify import decide
 from deepresearch.kb.index import one_blas_thread, read_all_vectors
 from deepresearch.kb.merge import merged_fact, relation
@@ -34,11 +35,11 @@ def clusters(conn: Any, config: KBConfig) -> tuple[list[list[Fact]], int, dict[s
     From `PAIRS_MIN_FACTS` active facts on, that all-pairs product would be quadratic: the
     pairs come from the compact copy's sign codes instead (kb/pairs.py).
     """
-    total = conn.execute("select count(*) from facts where status = 'active'").fetchone()[0]
-    if total >= PAIRS_MIN_FACTS and rows.has_vectors(conn):
+    total = repo.count_active(conn)
+    if total >= PAIRS_MIN_FACTS and repo.has_vectors(conn):
         return clusters_at_scale(conn, config, total, CANDIDATES + 1)
-    found = conn.execute(f"select {rows.FACT_COLUMNS} from facts where status = 'active' order by rid").fetchall()
-    facts = rows.facts_from_rows(conn, found)
+    found = repo.active_rows(conn)
+    facts = repo.facts_from_rows(conn, found)
     pos = {r[0]: i for i, r in enumerate(found)}
     parent = list(range(len(facts)))
 
@@ -52,7 +53,7 @@ def clusters(conn: Any, config: KBConfig) -> tuple[list[list[Fact]], int, dict[s
     for i, f in enumerate(facts):
         other = by_hash.setdefault(text_hash(f.fact), i)
         parent[root(i)] = root(other)
-    rids, matrix = read_all_vectors(conn) if rows.has_vectors(conn) else (np.zeros(0), np.zeros((0, 0)))
+    rids, matrix = read_all_vectors(conn) if repo.has_vectors(conn) else (np.zeros(0), np.zeros((0, 0)))
     keep = [n for n, rid in enumerate(rids.tolist()) if rid in pos]
     idx, vectors = [pos[int(rids[n])] for n in keep], np.asarray(matrix[keep], dtype=np.float32)
     near, related = config.duplicate_similarity, config.related_similarity
@@ -93,7 +94,7 @@ def compress(
     running merge); contradictions are flagged, distinct members left alone."""
     started = time.perf_counter()
     now = time.time() if now is None else now
-    if not rows.has_vectors(conn):
+    if not repo.has_vectors(conn):
         raise ModelError(
             "kb compress needs fact vectors: sqlite-vec is not available or the vector table is missing"
             " — fix: pip install sqlite-vec sqlean-py, then `deepresearch kb reembed`"
@@ -133,6 +134,6 @@ def compress(
             result.flagged.append((fact_id, other, reason))
             if not dry_run:
                 with transaction(conn):
-                    rows.flag(conn, fact_id, other, reason, now)
+                    records.flag(conn, fact_id, other, reason, now)
     result.seconds = time.perf_counter() - started
     return result

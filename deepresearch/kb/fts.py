@@ -9,12 +9,13 @@ spaces) searchable; shorter terms ("AI", two-character CJK words) fall back to L
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from deepresearch.indexing import match_any
 from deepresearch.kb.index import Filter
+from deepresearch.kb.repository import keyword_rows
 from deepresearch.text import STOPWORDS, has_cjk, normalize_space
 
 _TERM = re.compile(r"[^\W_]+(?:[-'.][^\W_]+)*", re.UNICODE)
@@ -75,24 +76,10 @@ def search_fts(conn: Any, text: str, flt: Filter, k: int) -> list[tuple[int, flo
     """Top-k (rid, relevance in 0..1 from BM25) among eligible facts matching the words of `text`."""
     where, params = visibility_sql(flt)
     expr = match_expression(text)
-    if expr is not None:
-        rows: Iterator[tuple] = conn.execute(
-            "select f.rid, bm25(fact_fts), f.category, f.verified_at, f.confidence"
-            f" from fact_fts join facts f on f.rid = fact_fts.rowid where fact_fts match ? and {where}"
-            " order by bm25(fact_fts)",
-            [expr, *params],
-        )
-    else:
-        _, short_terms = terms(text)
-        if not short_terms:
-            return []
-        likes = " or ".join("f.fact like ? escape '\\'" for _ in short_terms)
-        rows = conn.execute(
-            "select f.rid, 0.0, f.category, f.verified_at, f.confidence from facts f"
-            f" where ({likes}) and {where}"
-            " order by f.verified_at desc",
-            [*(_like_pattern(t) for t in short_terms), *params],
-        )
+    short_terms = [] if expr is not None else terms(text)[1]
+    if expr is None and not short_terms:
+        return []
+    rows = keyword_rows(conn, expr, [_like_pattern(t) for t in short_terms], where, params)
     out: list[tuple[int, float]] = []
     for rid, score, category, verified, raw in rows:
         factor = flt.decay_factor(category, np.array([(flt.now - verified) / 86400.0]))[0]

@@ -26,16 +26,14 @@ import numpy as np
 
 from deepresearch.db import get_meta
 from deepresearch.facts import CATEGORIES
-from deepresearch.indexing import VEC_K_LIMIT, VecTable
+from deepresearch.indexing import VEC_K_LIMIT
+from deepresearch.kb.repository import FACT_VEC, GENERATION_KEY, VECTORS_KEY, lifecycle_rows, vec_dimension
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
     from deepresearch.kb.lifecycle import Visibility
 
 log = logging.getLogger(__name__)
-
-GENERATION_KEY = "kb.generation"
-VECTORS_KEY = "kb.vectors_generation"
 
 
 @dataclass(frozen=True)
@@ -56,19 +54,6 @@ class Filter:
         if policy.ttl_days is not None:
             factor = np.where(age_days > policy.ttl_days, 0.0, factor)
         return factor
-
-
-# The fact vectors with their lifecycle columns: the columns of migration m103.
-FACT_VEC = VecTable(
-    "fact_vec",
-    partition=("category text partition key",),
-    metadata=("status text", "verified_at float", "confidence float"),
-)
-
-
-def vec_dimension(conn: Any) -> int | None:
-    """The vector length the fact_vec table was created with (None if it does not exist)."""
-    return FACT_VEC.dimension(conn)
 
 
 def search_vec0(conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
@@ -216,7 +201,7 @@ class RamIndex:
             return
         if generation[1] != self.generation[1]:  # vectors rebuilt (reembed): start over
             self.rids, self.matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        meta = conn.execute("select rid, category, status, verified_at, confidence from facts").fetchall()
+        meta = lifecycle_rows(conn)
         rids, matrix = self.rids, self.matrix
         if not rids.size:
             rids, matrix = read_all_vectors(conn)

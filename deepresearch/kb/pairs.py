@@ -24,7 +24,7 @@ from deepresearch.kb.align import tokens
 from deepresearch.kb.codes import CodeIndex, vector_chunks
 from deepresearch.kb.index import STATUSES
 from deepresearch.kb.merge import relation
-from deepresearch.kb.rows import select_facts
+from deepresearch.kb.repository import select_facts, texts_by_rid
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -84,7 +84,7 @@ def _keys(conn: Any, rids: list[int]) -> dict[int, Counter[str]]:
     out: dict[int, Counter[str]] = {}
     for start in range(0, len(rids), 900):
         part = rids[start : start + 900]
-        for rid, text in conn.execute(f"select rid, fact from facts where rid in ({','.join('?' * len(part))})", part):
+        for rid, text in texts_by_rid(conn, part):
             out[rid] = Counter(t.key for t in tokens(text) if not t.glue)
     return out
 

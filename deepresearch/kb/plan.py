@@ -15,11 +15,12 @@ import numpy as np
 from deepresearch.facts import Fact
 from deepresearch.indexing import match_any
 from deepresearch.kb import lifecycle
+from deepresearch.kb import repository as repo
 from deepresearch.kb.align import PUNCT, UNSPACED_RUN, known_word, proper, segment, unspaced
 from deepresearch.kb.classify import decide
 from deepresearch.kb.index import FACT_VEC, Filter, one_blas_thread
 from deepresearch.kb.merge import Decision, merged_fact
-from deepresearch.kb.rows import select_facts
+from deepresearch.kb.repository import select_facts
 from deepresearch.text import content_words
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def neighbours(
     conn: Any, config: KBConfig, indexes: Indexes, matrix: np.ndarray, threshold: float, k: int = 3
 ) -> list[list[tuple[int, float]]]:
     """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
-    count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
+    count = repo.max_rid(conn)
     if not count:
         return [[] for _ in range(len(matrix))]
     if count >= config.bit_index_min_facts:  # the compact copy: no float matrix of a big KB in RAM
@@ -80,12 +81,7 @@ def lexical_neighbours(conn: Any, text: str, k: int = LEXICAL_CANDIDATES) -> lis
     if not anchors:
         return []
     expr = match_any(anchors, joiner=" AND ")
-    rows = conn.execute(
-        "select f.rid from fact_fts join facts f on f.rid = fact_fts.rowid"
-        " where fact_fts match ? and f.status = 'active' order by bm25(fact_fts) limit ?",
-        (expr, k),
-    )
-    return [int(r[0]) for r in rows]
+    return repo.fts_active(conn, expr, k) if expr else []
 
 
 def anchor_terms(text: str, n: int = 3) -> list[str]:

@@ -10,11 +10,12 @@ import numpy as np
 
 from deepresearch.facts import Hit
 from deepresearch.kb import lifecycle
+from deepresearch.kb import repository as repo
 from deepresearch.kb.codes import Indexes
 from deepresearch.kb.fts import search_fts
 from deepresearch.kb.index import Filter, search_vec0, vec_dimension
 from deepresearch.kb.records import Recall
-from deepresearch.kb.rows import select_facts
+from deepresearch.kb.repository import select_facts
 from deepresearch.kb.vectors import backfill
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def search_vectors(
     the compact copy, which loads in a fraction of the matrix's time (docs/BENCHMARKS.md).
     """
     # max(rid) is O(1) and close enough to the row count to pick an engine
-    count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
+    count = repo.max_rid(conn)
     if count < config.ram_index_min_facts:
         return search_vec0(conn, vector, flt, k)
     if count >= config.bit_index_min_facts or (one_shot and not indexes.ram.rids.size):

@@ -4,7 +4,7 @@
 that holds what lives longer than one call — the lazily loaded embedder, the RAM index and
 the merge model — and hands them to the modules that do the work:
 
-- kb/rows.py: plain functions over the connection (insert, history, generation, rows → facts);
+- kb/repository.py: every SQL statement on the facts table (insert, history, generation, rows → facts);
 - kb/vectors.py: the embedding-model claim (fail closed on a mismatch), backfill, reembed;
 - kb/write.py: the write path (validate, embed, plan merges, one short transaction);
 - kb/recall.py: lifecycle-aware recall (vec0, the RAM index, or FTS5 when degraded);
@@ -22,7 +22,8 @@ from deepresearch.db import transaction
 from deepresearch.errors import DeepResearchError
 from deepresearch.facts import Fact
 from deepresearch.indexing import EmbedderSource, LazyEmbedder
-from deepresearch.kb import analytics, rows, vectors, write
+from deepresearch.kb import analytics, records, vectors, write
+from deepresearch.kb import repository as repo
 from deepresearch.kb.check import check, vectors_not_checked
 from deepresearch.kb.codes import Indexes
 from deepresearch.kb.compress import compress
@@ -79,7 +80,7 @@ class KnowledgeBase:
     @property
     def has_vectors(self) -> bool:
         """True when sqlite-vec is loaded and the vector table exists."""
-        return rows.has_vectors(self.conn)
+        return repo.has_vectors(self.conn)
 
     def embedder(self) -> Embedder:
         """The embedder, created on first use (raises ModelError/ModelNotFound if it cannot load)."""
@@ -186,12 +187,7 @@ class KnowledgeBase:
 
     def _stored_texts(self, ids: list[str]) -> dict[str, str]:
         """{id: text} of the stored facts among `ids` (imports check ids against them)."""
-        found: dict[str, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.conn.execute(f"select id, fact from facts where id in ({marks})", part).fetchall())
-        return found
+        return repo.stored_texts(self.conn, ids)
 
     def absorb(self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `merged` (sources: the union) and supersede every fact of `old_ids` by it; return its id."""
@@ -205,7 +201,7 @@ class KnowledgeBase:
     def flag_conflict(self, fact_id: str, other_id: str, reason: str, now: float | None = None) -> None:
         """Record that two facts contradict each other (both stay active) for re-verification."""
         with transaction(self.conn):
-            rows.flag(self.conn, fact_id, other_id, reason, time.time() if now is None else now)
+            records.flag(self.conn, fact_id, other_id, reason, time.time() if now is None else now)
 
     def compress(
         self, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
@@ -217,7 +213,7 @@ class KnowledgeBase:
 
     def get(self, fact_id: str) -> Fact:
         """One fact with all its sources (NotFound if no fact has this id)."""
-        return rows.get(self.conn, fact_id)
+        return repo.get(self.conn, fact_id)
 
     def query(self, text: str, **options: Unpack[RecallOptions]) -> Recall:
         """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
@@ -237,12 +233,12 @@ class KnowledgeBase:
 
     def history(self, fact_id: str) -> list[HistoryEvent]:
         """Every recorded change of a fact, oldest first (NotFound if there is none)."""
-        return rows.history(self.conn, fact_id)
+        return records.history(self.conn, fact_id)
 
     def conflicts(self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False) -> list[Conflict]:
         """Flagged contradictions (involving `fact_ids`, if given), oldest first; by default only
         open ones: not resolved, and both facts still active (not superseded, expired or purged)."""
-        return rows.conflicts(self.conn, fact_ids, include_resolved)
+        return repo.conflicts(self.conn, fact_ids, include_resolved)
 
     # --- maintenance ----------------------------------------------------------------------
 

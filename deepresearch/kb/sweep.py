@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from deepresearch.db import set_meta, transaction
+from deepresearch.db import transaction
 from deepresearch.errors import DeepResearchError
 from deepresearch.kb.codes import fold
-from deepresearch.kb.rows import MISSING_KEY, bump, has_vectors, log_event
+from deepresearch.kb.repository import bump, delete, due, expire, has_vectors, older_versions
 
 
 @dataclass
@@ -40,37 +40,6 @@ class SweepResult:
         return f"{text} in {self.batches} batch(es), {self.seconds:.2f}s"
 
 
-def _due(conn: Any, now: float, purge: bool, limit: int) -> list[tuple[int, str, str, str]]:
-    # Purge also removes facts an earlier sweep already marked expired. INDEXED BY: without
-    # ANALYZE statistics SQLite prefers the status index and sorts every active row per batch.
-    if purge:
-        index, statuses = "facts_expires_any", "status in ('active', 'expired')"
-    else:
-        index, statuses = "facts_expiry", "status = 'active'"
-    return conn.execute(
-        f"select rid, id, fact, status from facts indexed by {index}"
-        f" where expires_at is not null and expires_at < ? and {statuses} order by expires_at limit ?",
-        (now, limit),
-    ).fetchall()
-
-
-def _older_versions(conn: Any, fact_id: str) -> list[tuple[int, str, str]]:
-    """(rid, id, text) of every fact superseded by `fact_id`, directly or through a chain."""
-    return conn.execute(
-        "with recursive chain(id) as (select id from facts where superseded_by = ?"
-        " union select f.id from facts f join chain c on f.superseded_by = c.id)"
-        " select rid, id, fact from facts where id in (select id from chain)",
-        (fact_id,),
-    ).fetchall()
-
-
-def _delete(conn: Any, rid: int, fact_id: str, text: str, now: float, vectors: bool, why: str) -> None:
-    conn.execute("delete from facts where rid = ?", (rid,))
-    if vectors:
-        conn.execute("delete from fact_vec where rowid = ?", (rid,))
-    log_event(conn, fact_id, "delete", now, text, None, why)
-
-
 def sweep(
     conn: Any,
     *,
@@ -84,12 +53,12 @@ def sweep(
     now = time.time() if now is None else now
     result = SweepResult(dry_run=dry_run, now=now)
     if dry_run:
-        rows = _due(conn, now, purge, -1)
+        rows = due(conn, now, purge, -1)
         result.expired = sum(1 for r in rows if r[3] == "active")
         if purge:
             doomed = {r[1] for r in rows}
             for row in rows:
-                doomed.update(old_id for _, old_id, _ in _older_versions(conn, row[1]))
+                doomed.update(old_id for _, old_id, _ in older_versions(conn, row[1]))
             result.purged = len(doomed)
         result.batches = 0
         result.seconds = time.perf_counter() - started
@@ -102,23 +71,16 @@ def sweep(
         )
     while True:
         with transaction(conn):
-            rows = _due(conn, now, purge, batch)
+            rows = due(conn, now, purge, batch)
             for rid, fact_id, text, status in rows:
                 if purge:
-                    for old_rid, old_id, old_text in _older_versions(conn, fact_id):
-                        _delete(
-                            conn, old_rid, old_id, old_text, now, vectors, f"purged with {fact_id}, which superseded it"
-                        )
+                    for old in older_versions(conn, fact_id):
+                        delete(conn, old, now, vectors, f"purged with {fact_id}, which superseded it")
                         result.purged += 1
-                    _delete(conn, rid, fact_id, text, now, vectors, "purged by sweep (past expires_at)")
+                    delete(conn, (rid, fact_id, text), now, vectors, "purged by sweep (past expires_at)")
                     result.purged += 1
                 else:
-                    conn.execute("update facts set status = 'expired' where rid = ?", (rid,))
-                    if vectors:
-                        conn.execute("update fact_vec set status = 'expired' where rowid = ?", (rid,))
-                    else:
-                        set_meta(conn, MISSING_KEY, "1")  # vector rows resync when sqlite-vec is back
-                    log_event(conn, fact_id, "expire", now, None, None, "past expires_at")
+                    expire(conn, rid, fact_id, now, vectors)
                 if status == "active":
                     result.expired += 1
             if rows:

@@ -30,7 +30,8 @@ from deepresearch.config import KBConfig, MilvusConfig
 from deepresearch.db import get_meta, set_meta
 from deepresearch.errors import DeepResearchError, InputError
 from deepresearch.facts import Fact
-from deepresearch.kb import rows
+from deepresearch.kb import records
+from deepresearch.kb import repository as repo
 from deepresearch.kb.milvus import (
     Remote,
     check_compatible,
@@ -43,7 +44,7 @@ from deepresearch.kb.milvus import (
     source_urls,
     validate_collection,
 )
-from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
+from deepresearch.kb.repository import DIMENSION_KEY, MODEL_KEY
 from deepresearch.kb.store import KnowledgeBase
 from deepresearch.models.embed import Embedder
 from deepresearch.text import redact_secrets
@@ -142,8 +143,8 @@ def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: s
     existing = describe(remote, collection)
     # a collection that is gone (dropped, or a new server) gets everything, not just the changes
     since = _read_watermark(conn, key) if existing is not None else 0
-    upto = rows.last_seq(conn)
-    changed = rows.changes_since(conn, since, upto)
+    upto = records.last_seq(conn)
+    changed = records.changes_since(conn, since, upto)
     if changed and not model:
         raise DeepResearchError(
             "cannot push: the knowledge base has no embedding vectors yet — run `deepresearch kb reembed`"
@@ -166,7 +167,7 @@ def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: s
     for start in range(0, len(changed), batch):
         chunk = changed[start : start + batch]
         ids = [c[0] for c in chunk]
-        found, stored = rows.select_facts(conn, "id", ids)
+        found, stored = repo.select_facts(conn, "id", ids)
         facts = {f.id: f for f in stored}
         live = {r[1]: r[0] for r in found if r[10] == "active" and (r[9] is None or r[9] >= now)}
         upserts, deletes = [], []
@@ -268,10 +269,7 @@ def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     """Remote rows worth storing here (new, verified later, or with new sources) and the rest's count."""
     ids = [r["id"] for r in rows]
     marks = ",".join("?" * len(ids))
-    local = {
-        r[0]: (r[1], r[2])
-        for r in conn.execute(f"select id, status, verified_at from facts where id in ({marks})", ids)
-    }
+    local = repo.states(conn, ids)
     sources: dict[str, set[str]] = {}
     for fid, url in conn.execute(f"select fact_id, url from fact_sources where fact_id in ({marks})", ids):
         sources.setdefault(fid, set()).add(url)
@@ -358,12 +356,7 @@ def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _R
     """Store pulled facts; returns the ids added. Facts new here go through the write path of
     `kb add` (merged with or flagged against the facts here, ids and times kept); facts known
     here by id are reconfirmed (later verification, new sources) as `kb import` does."""
-    known = {
-        r[0]
-        for r in kb.conn.execute(
-            f"select id from facts where id in ({','.join('?' * len(wanted))})", [f.id for f in wanted]
-        )
-    }
+    known = set(repo.stored_texts(kb.conn, [f.id for f in wanted]))
     added: list[str] = []
     for facts, store in (
         ([f for f in wanted if f.id in known], kb.import_facts),
@@ -394,7 +387,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
     report.remote_dimension, report.remote_model = existing
     remote.call("load_collection", collection)  # a new process finds it released
     conn = kb.conn
-    before = rows.last_seq(conn)
+    before = records.last_seq(conn)
     pushed_upto = _read_watermark(conn, key)
     added: set[str] = set()
     seen, total = 0, _rows_about(remote, collection) if progress else 0
@@ -424,7 +417,7 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
         return
     # The remote already holds what was just pulled: when the pull's own 'add' rows are the only
     # new history, move the push watermark past them so the next push does not send them back.
-    after = rows.last_seq(conn)
+    after = records.last_seq(conn)
     others = conn.execute(
         "select fact_id, event from fact_history where seq > ? and seq <= ?", (before, after)
     ).fetchall()

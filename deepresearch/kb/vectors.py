@@ -15,14 +15,16 @@ from deepresearch.errors import DimensionMismatch, ModelError, ModelNotFound
 from deepresearch.facts import new_id
 from deepresearch.indexing import ModelClaim, vec_loaded
 from deepresearch.kb.index import FACT_VEC, VECTORS_KEY, vec_dimension
-from deepresearch.kb.rows import (
+from deepresearch.kb.repository import (
     DIMENSION_KEY,
-    FACT_COLUMNS,
     MISSING_KEY,
     MODEL_KEY,
+    all_rows,
     bump,
     facts_from_rows,
+    rows_without_vector,
     select_facts,
+    stale_vector_rids,
     sync_vector_meta,
     write_vector,
 )
@@ -61,11 +63,8 @@ def backfill(conn: Any, embedder: Embedder) -> None:
     """Embed facts stored, and resync lifecycle columns changed, while sqlite-vec was unavailable."""
     if get_meta(conn, MISSING_KEY) != "1":
         return
-    stale = conn.execute(
-        "select v.rowid from fact_vec v join facts f on f.rid = v.rowid"
-        " where v.status != f.status or v.verified_at != f.verified_at or v.confidence != f.confidence"
-    ).fetchall()
-    rows = conn.execute("select rid, fact from facts where rid not in (select rowid from fact_vec)").fetchall()
+    stale = stale_vector_rids(conn)
+    rows = rows_without_vector(conn)
     vectors = embedder.embed_batch([r[1] for r in rows]) if rows else None
     with transaction(conn):
         claim_model(conn, embedder)
@@ -89,7 +88,7 @@ def reembed(
     if not vec_loaded(conn):
         raise ModelError("cannot rebuild vectors: sqlite-vec is not available — fix: pip install sqlite-vec sqlean-py")
     embedder = get_embedder()
-    rows = conn.execute(f"select {FACT_COLUMNS} from facts order by rid").fetchall()
+    rows = all_rows(conn)
     facts = facts_from_rows(conn, rows)
     parts = []
     for i in range(0, len(facts), batch):

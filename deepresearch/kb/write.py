@@ -17,7 +17,8 @@ import numpy as np
 from deepresearch.db import transaction
 from deepresearch.errors import InputError, ModelError
 from deepresearch.facts import Fact, new_id, normalize_category, text_hash
-from deepresearch.kb import lifecycle, rows
+from deepresearch.kb import lifecycle, records
+from deepresearch.kb import repository as repo
 from deepresearch.kb.index import vec_dimension
 from deepresearch.kb.plan import Action, plan_batch
 from deepresearch.kb.records import AddResult, MergeRecord
@@ -108,10 +109,10 @@ def store_facts(
     if not valid:
         return result
     embedder, reason = vectors()
-    if embedder is None and rows.has_vectors(conn):
+    if embedder is None and repo.has_vectors(conn):
         # sqlite-vec works but the model does not: storing without vectors would hide facts.
         raise ModelError(f"cannot store facts: {reason}")
-    known = rows.existing_hashes(conn, [text_hash(f.fact) for f in valid])
+    known = repo.existing_hashes(conn, [text_hash(f.fact) for f in valid])
     to_embed = [f for f in valid if text_hash(f.fact) not in known]
     embedded: dict[str, Any] = {}
     if embedder is not None and to_embed:
@@ -129,11 +130,11 @@ def store_facts(
         for n, fact in enumerate(valid):
             digest = text_hash(fact.fact)
             if digest in by_hash:  # same text earlier in this batch (maybe merged since)
-                rows.reconfirm(conn, by_hash[digest], fact, now, config)
+                repo.reconfirm(conn, by_hash[digest], fact, now, config)
                 result.reconfirmed.append(by_hash[digest])
                 batch_ids[n] = by_hash[digest]
                 continue
-            if n in plan and not keep_identity and rows.find_by_hash(conn, digest) is not None:
+            if n in plan and not keep_identity and repo.find_by_hash(conn, digest) is not None:
                 del plan[n]  # another writer stored this very text since planning: reconfirmed below
             action = plan.get(n)
             if action is not None and action.kind == "merge" and action.fact is not None:
@@ -146,27 +147,27 @@ def store_facts(
                     batch_ids[n] = by_hash[digest] = merged_id
                     continue
             existing = None
-            if keep_identity and conn.execute("select 1 from facts where id = ?", (fact.id,)).fetchone():
+            if keep_identity and repo.exists(conn, fact.id):
                 existing = fact.id
             elif fact.status != "superseded":
-                existing = rows.find_by_hash(conn, digest)
+                existing = repo.find_by_hash(conn, digest)
             if existing is not None:
-                rows.reconfirm(conn, existing, fact, now, config)
+                repo.reconfirm(conn, existing, fact, now, config)
                 result.reconfirmed.append(existing)
                 batch_ids[n] = by_hash[digest] = existing
                 continue
             vector = embedded.get(fact.fact)
             if vector is None and embedder is not None:
                 vector = embedder.embed(fact.fact)  # lost a race with another writer's purge
-            rows.insert(conn, fact, vector, now, event="add", detail="imported" if keep_identity else None)
+            repo.insert(conn, fact, vector, now, event="add", detail="imported" if keep_identity else None)
             result.added.append(fact.id)
             batch_ids[n] = by_hash[digest] = fact.id
             if action is not None and action.kind == "flag" and action.decision is not None:
                 other = _batch_target(conn, action.target, batch_ids)
                 if other is not None:
-                    rows.flag(conn, fact.id, other, action.decision.reason, now)
+                    records.flag(conn, fact.id, other, action.decision.reason, now)
                     result.flagged.append((fact.id, other, action.decision.reason))
-        rows.bump(conn)
+        repo.bump(conn)
     return result
 
 
@@ -204,7 +205,7 @@ def _plan_merges(
 
 def _batch_target(conn: Any, target: str | int | None, batch_ids: dict[int, str]) -> str | None:
     """The active fact a planned target is now: a stored id or an earlier fact of the batch."""
-    return rows.live_head(conn, batch_ids.get(target) if isinstance(target, int) else target)
+    return repo.live_head(conn, batch_ids.get(target) if isinstance(target, int) else target)
 
 
 def _apply_merge(
@@ -221,12 +222,12 @@ def _apply_merge(
     merged, decision = action.fact, action.decision
     if target is None or merged is None or decision is None:
         return None  # another writer changed the target since planning: store it plainly
-    old_text = conn.execute("select fact from facts where id = ?", (target,)).fetchone()[0]
+    old_text = repo.column_of(conn, target, "fact")
     cleaned, problem = clean(merged, now, bool(merged.id), config)  # an id: a received fact's (see below)
     if problem:
         log.info("merge skipped: %s", problem)
         return None
-    new = rows.supersede(conn, [target], cleaned, embedded.get(cleaned.fact), now, f"merge: {decision.kind}", config)
+    new = repo.supersede(conn, [target], cleaned, embedded.get(cleaned.fact), now, f"merge: {decision.kind}", config)
     result.merged.append(MergeRecord([target], [old_text], cleaned.fact, decision.kind, decision.method, new))
     if target in result.added:  # a fact of this batch, merged on the way in: it is the one added
         result.added[result.added.index(target)] = new
@@ -240,8 +241,8 @@ def _keep_received(conn: Any, action: Action, incoming: Fact, batch_ids: dict[in
     id and times when it is the newer of the two: the other workspace made that same merge, so both
     end with the same fact under the same id. When the fact here is newer the merge stays local."""
     target = _batch_target(conn, action.target, batch_ids)
-    row = conn.execute("select verified_at from facts where id = ?", (target,)).fetchone()
-    if action.fact is None or row is None or incoming.verified_at < row[0]:
+    verified = repo.column_of(conn, target, "verified_at")
+    if action.fact is None or verified is None or incoming.verified_at < verified:
         return
     action.fact = replace(
         action.fact,
@@ -256,11 +257,11 @@ def _keep_received(conn: Any, action: Action, incoming: Fact, batch_ids: dict[in
 def _store_superseded(conn: Any, incoming: Fact, by: str, vector: Any, now: float) -> None:
     """Keep a received fact that a newer fact here replaces, as superseded by it: a later pull then
     skips it, and the next push deletes it remotely (the newer value goes out instead)."""
-    if conn.execute("select 1 from facts where id = ?", (incoming.id,)).fetchone():
+    if repo.exists(conn, incoming.id):
         return
     old = replace(incoming, status="superseded", superseded_by=by)
-    rows.insert(conn, old, vector, now, event="add", detail=f"received; superseded by {by}")
-    rows.log_event(conn, incoming.id, "supersede", now, incoming.fact, None, f"superseded by {by} (received)")
+    repo.insert(conn, old, vector, now, event="add", detail=f"received; superseded by {by}")
+    records.log_event(conn, incoming.id, "supersede", now, incoming.fact, None, f"superseded by {by} (received)")
 
 
 def absorb(
@@ -270,7 +271,7 @@ def absorb(
     if not old_ids:
         raise InputError("nothing to merge: no fact ids given")
     for fact_id in old_ids:
-        old = rows.get(conn, fact_id)
+        old = repo.get(conn, fact_id)
         if old.status == "superseded":
             raise InputError(f"fact {fact_id} is already superseded by {old.superseded_by} — merge that one")
     cleaned, problem = clean(merged, now, False, config)
@@ -281,6 +282,6 @@ def absorb(
     with transaction(conn):
         if embedder is not None:
             claim_model(conn, embedder)
-        target = rows.supersede(conn, old_ids, cleaned, vector, now, reason, config)
-        rows.bump(conn)
+        target = repo.supersede(conn, old_ids, cleaned, vector, now, reason, config)
+        repo.bump(conn)
     return target
