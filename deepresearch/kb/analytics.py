@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from deepresearch.db import get_meta
 from deepresearch.errors import InputError
-from deepresearch.facts import Fact, normalize_category, normalize_text
+from deepresearch.facts import STATUSES, Fact, normalize_category, normalize_text
 from deepresearch.kb.lifecycle import expires_at
 from deepresearch.kb.repository import DIMENSION_KEY, MODEL_KEY, arrow_facts
 
@@ -65,11 +65,10 @@ def stats(conn: Any, now: float | None = None) -> dict[str, Any]:
         "total": con.execute("select count(*) from interchange").fetchone()[0],
         "by_status": dict(con.execute("select status, count(*) from interchange group by 1 order by 1").fetchall()),
         "by_category": {
-            c: dict(zip(("total", "active", "expired", "superseded"), rest, strict=False))
+            c: dict(zip(("total", *STATUSES), rest, strict=False))
             for c, *rest in con.execute(
-                "select category, count(*), count(*) filter (status = 'active'),"
-                " count(*) filter (status = 'expired'),"
-                " count(*) filter (status = 'superseded') from interchange group by 1 order by 1"
+                f"select category, count(*), {', '.join(f'count(*) filter (status = {s!r})' for s in STATUSES)}"
+                " from interchange group by 1 order by 1"
             ).fetchall()
         },
         "age_histogram": dict(
@@ -155,7 +154,6 @@ def parse_time(value: Any, default: float) -> float:
 
 # Times outside 1970 … 200 years ahead are typos or sentinels (0001-01-01, 9999-12-31), not times.
 LATEST = 200 * 365.25 * 86400.0
-STATUSES = ("active", "superseded", "expired")
 MAX_ID_CHARS = 64
 
 

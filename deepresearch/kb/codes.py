@@ -25,23 +25,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from deepresearch.db import get_meta, set_meta, transaction
-from deepresearch.facts import CATEGORIES
-from deepresearch.kb.index import (
-    FACT_VEC,
-    GENERATION_KEY,
-    STATUSES,
-    VECTORS_KEY,
-    Filter,
-    RamIndex,
-    vec_dimension,
-)
-from deepresearch.kb.repository import lifecycle_rows
+from deepresearch.facts import CATEGORIES, STATUSES
+from deepresearch.kb.lifecycle import Filter
+from deepresearch.kb.repository import FACT_VEC, GENERATION_KEY, VECTORS_KEY, lifecycle_rows, vec_dimension
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -103,6 +94,7 @@ class CodeIndex:
         self._int8_all: tuple[np.ndarray, np.ndarray] | None = None
         self._int8_new: dict[int, np.ndarray] = {}
         self._int8_gone: set[int] = set()
+        self.conn: Any = None  # the connection last refreshed from (searches read vectors there)
 
     @property
     def loaded(self) -> bool:
@@ -113,6 +105,7 @@ class CodeIndex:
 
     def refresh(self, conn: Any, fold_min: int = FOLD_MIN) -> None:
         """Bring the arrays up to date with the file; build or fold the stored copy when due."""
+        self.conn = conn
         generation = (get_meta(conn, GENERATION_KEY), get_meta(conn, VECTORS_KEY))
         if generation == self.generation:
             return
@@ -298,9 +291,14 @@ class CodeIndex:
                 ok[rows] = self.confidence[rows] * factor >= flt.min_confidence
         return ok
 
-    def search(self, conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
-        """Top-k (rid, exact cosine) among eligible rows: Hamming shortlist, int8 re-score, exact re-rank."""
-        query = np.asarray(query, dtype=np.float32)
+    def search_batch(self, queries: np.ndarray, flt: Filter, k: int) -> list[list[tuple[int, float]]]:
+        """`search` for each row of `queries`."""
+        return [self.search(q, flt, k) for q in np.asarray(queries, dtype=np.float32)]
+
+    def search(self, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
+        """Top-k (rid, exact cosine) among eligible rows: Hamming shortlist, int8 re-score, exact re-rank
+        (vectors read on the connection of the last `refresh`)."""
+        conn, query = self.conn, np.asarray(query, dtype=np.float32)
         ok = self.eligible(flt)
         eligible = int(ok.sum())
         if not eligible:
@@ -375,14 +373,6 @@ def fold(conn: Any) -> None:
     """Write every pending log row into the stored copy, if the file has one (after big writes)."""
     if get_meta(conn, STATE_KEY) is not None:
         CodeIndex().refresh(conn, fold_min=1)
-
-
-@dataclass
-class Indexes:
-    """A process's search structures over one KB file: the float matrix and the compact copy."""
-
-    ram: RamIndex = field(default_factory=RamIndex)
-    codes: CodeIndex = field(default_factory=CodeIndex)
 
 
 def exact_cosines(conn: Any, rids: list[int], query: np.ndarray) -> list[tuple[int, float]]:

@@ -14,12 +14,12 @@ from deepresearch.facts import Fact, text_hash
 from deepresearch.kb import records
 from deepresearch.kb import repository as repo
 from deepresearch.kb.classify import decide
-from deepresearch.kb.index import one_blas_thread, read_all_vectors
+from deepresearch.kb.engines import Context, one_blas_thread, read_all_vectors
 from deepresearch.kb.merge import merged_fact, relation
 from deepresearch.kb.pairs import PAIRS_MIN_FACTS, clusters_at_scale
 from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.records import CompressResult, MergeRecord
-from deepresearch.kb.write import Vectors, absorb
+from deepresearch.kb.write import absorb
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -82,17 +82,11 @@ def clusters(conn: Any, config: KBConfig) -> tuple[list[list[Fact]], int, dict[s
 
 
 def compress(
-    conn: Any,
-    config: KBConfig,
-    vectors: Vectors,
-    model: ChatModel | None = None,
-    *,
-    dry_run: bool = False,
-    now: float | None = None,
+    ctx: Context, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
 ) -> CompressResult:
     """Merge near-duplicate clusters of the whole KB (oldest first, each member folded into the
     running merge); contradictions are flagged, distinct members left alone."""
-    started = time.perf_counter()
+    started, conn, config = time.perf_counter(), ctx.conn, ctx.config
     now = time.time() if now is None else now
     if not repo.has_vectors(conn):
         raise ModelError(
@@ -127,7 +121,7 @@ def compress(
             record.old_ids, record.old_texts = [m.id for m in members], [m.fact for m in members]
             record.new_text = head.fact
             if not dry_run:
-                record.new_id = absorb(conn, config, vectors, record.old_ids, head, now, f"compress: {record.kind}")
+                record.new_id = absorb(ctx, record.old_ids, head, now, f"compress: {record.kind}")
             result.merges.append(record)
         for fact_id, reason in flags:
             other = record.new_id or members[0].id

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deepresearch.facts import Fact
+from deepresearch.facts import STATUSES, Fact
 from deepresearch.kb.align import tokens
 from deepresearch.kb.codes import CodeIndex, vector_chunks
-from deepresearch.kb.index import STATUSES
 from deepresearch.kb.merge import relation
 from deepresearch.kb.repository import select_facts, texts_by_rid
 

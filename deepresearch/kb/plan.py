@@ -18,14 +18,13 @@ from deepresearch.kb import lifecycle
 from deepresearch.kb import repository as repo
 from deepresearch.kb.align import PUNCT, UNSPACED_RUN, known_word, proper, segment, unspaced
 from deepresearch.kb.classify import decide
-from deepresearch.kb.index import FACT_VEC, Filter, one_blas_thread
+from deepresearch.kb.engines import Context
+from deepresearch.kb.lifecycle import Filter
 from deepresearch.kb.merge import Decision, merged_fact
 from deepresearch.kb.repository import select_facts
 from deepresearch.text import content_words
 
 if TYPE_CHECKING:
-    from deepresearch.config import KBConfig
-    from deepresearch.kb.codes import Indexes
     from deepresearch.models.llm import ChatModel
 
 CANDIDATES = 8  # nearest stored facts compared with each new one
@@ -43,33 +42,17 @@ class Action:
 
 
 def neighbours(
-    conn: Any, config: KBConfig, indexes: Indexes, matrix: np.ndarray, threshold: float, k: int = 3
+    ctx: Context, matrix: np.ndarray, threshold: float, k: int = 3, *, bulk: bool = False
 ) -> list[list[tuple[int, float]]]:
-    """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold."""
-    count = repo.max_rid(conn)
+    """For each row of `matrix`, stored active facts (rid, cosine) with cosine >= threshold, from
+    the vector engine `engine_for` picks (as recall does)."""
+    count = repo.max_rid(ctx.conn)
     if not count:
         return [[] for _ in range(len(matrix))]
-    if count >= config.bit_index_min_facts:  # the compact copy: no float matrix of a big KB in RAM
-        indexes.codes.refresh(conn)
-        active = Filter(lifecycle.visibility("off", config), 0.0, 0.0, config)
-        found = (indexes.codes.search(conn, v, active, k) for v in np.asarray(matrix, dtype=np.float32))
-        return [[(rid, score) for rid, score in hits if score >= threshold] for hits in found]
-    if count >= config.ram_index_min_facts:  # one matrix product for the whole batch
-        ram = indexes.ram
-        ram.refresh(conn)
-        active = ram.status == "active"
-        with one_blas_thread():
-            scores = ram.matrix @ np.asarray(matrix, dtype=np.float32).T
-        out = []
-        for col in range(scores.shape[1]):
-            hit = np.flatnonzero(active & (scores[:, col] >= threshold))
-            best = hit[np.argsort(-scores[hit, col])][:k]
-            out.append([(int(ram.rids[i]), float(scores[i, col])) for i in best])
-        return out
-    return [
-        [(rid, cosine) for rid, cosine in FACT_VEC.knn(conn, v, k, "status = 'active'") if cosine >= threshold]
-        for v in matrix
-    ]
+    engine = ctx.engines.engine_for(count, ctx.one_shot, bulk=bulk)
+    active = Filter(lifecycle.visibility("off", ctx.config), 0.0, 0.0, ctx.config)
+    found = engine.search_batch(np.asarray(matrix, dtype=np.float32), active, k)
+    return [[(rid, score) for rid, score in hits if score >= threshold] for hits in found]
 
 
 def lexical_neighbours(conn: Any, text: str, k: int = LEXICAL_CANDIDATES) -> list[int]:
@@ -121,12 +104,7 @@ def _trigrams(run: str) -> list[str]:
 
 
 def plan_batch(
-    conn: Any,
-    config: KBConfig,
-    indexes: Indexes,
-    facts: list[Fact],
-    matrix: np.ndarray,
-    model: ChatModel | None = None,
+    ctx: Context, facts: list[Fact], matrix: np.ndarray, model: ChatModel | None = None, *, bulk: bool = False
 ) -> list[Action]:
     """Decide, before any write lock is taken, how each (new, cleaned) fact joins the KB.
 
@@ -135,8 +113,9 @@ def plan_batch(
     Candidates are the `CANDIDATES` nearest active facts at cosine >= kb.related_similarity;
     below kb.duplicate_similarity only an aligned value change links them (kb/merge.py).
     """
+    conn, config = ctx.conn, ctx.config
     threshold, near = config.related_similarity, config.duplicate_similarity
-    found = neighbours(conn, config, indexes, matrix, threshold, k=CANDIDATES)
+    found = neighbours(ctx, matrix, threshold, k=CANDIDATES, bulk=bulk)
     for hits, fact in zip(found, facts, strict=True):  # the rule aligns words: so do candidates
         vector_hits = {rid for rid, _ in hits}
         hits += [(rid, threshold) for rid in lexical_neighbours(conn, fact.fact) if rid not in vector_hits]
