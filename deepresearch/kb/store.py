@@ -10,7 +10,8 @@ that do the work:
   the embedding-model claim (fail closed on a mismatch);
 - kb/write.py: the write path (validate, embed, plan merges, one short transaction);
 - kb/recall.py: lifecycle-aware recall (a vector engine, or FTS5 when degraded);
-- kb/merge.py, kb/classify.py, kb/plan.py, kb/compress.py: merging with differential preservation;
+- kb/merge.py, kb/classify.py, kb/compress.py: merging with differential preservation (the write
+  path plans its merges in kb/write.py);
 - kb/maintenance.py, kb/analytics.py: expiry, consistency, backfill/reembed, DuckDB stats/export/import.
 """
 
