@@ -20,6 +20,9 @@ cannot be used. User text never reaches FTS5 syntax: each term becomes a quoted 
 doubled), so operators, parentheses, `NEAR`, `*` or `:` in a query are just characters. The
 trigram tokenizer matches any 3+ character substring, which makes Chinese/Japanese text (no
 spaces) searchable; shorter terms ("AI", two-character CJK words) fall back to LIKE.
+
+Also here: the embedding-model claim in `meta` (a process configured with another model fails
+closed), and the `Context` a `KnowledgeBase` owns and hands to recall, write and compress.
 """
 
 from __future__ import annotations
