@@ -1,7 +1,7 @@
 """The optional model step for merge candidates: same claim, update, contradiction or distinct.
 
 With `kb.classify_with_model` on (off by default) and a chat model at hand, each candidate pair
-of the write path (kb/plan.py) and of `kb compress` is put to the model with a schema whose
+of the write path (kb/write.py) and of `kb compress` is put to the model with a schema whose
 `relation` is an enum of the four outcomes (prompts.CLASSIFY_FACTS). Its answer is used only
 when it passes the checks the deterministic rule (kb/merge.py) is built on:
 

@@ -1,6 +1,6 @@
 """The text side of merging with differential preservation: relation, fusion checks, mechanical merge.
 
-The database passes that use it are kb/plan.py (on write) and kb/compress.py (`kb compress`).
+The database passes that use it are kb/write.py (on write) and kb/compress.py (`kb compress`).
 
 Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
 (DESIGN.md §3); so are facts only related (cosine >= `kb.related_similarity`, where MiniLM
