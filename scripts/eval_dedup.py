@@ -217,7 +217,8 @@ def eval_rgb(
     linked_items = found.pop("linked_items")
     splits = {}
     for name, ids in (("dev", dev_ids), ("held_out", {it["id"] for it in items} - dev_ids)):
-        part = {"items": len(ids & {it["id"] for it in items}), "pairs": sum(1 for p in pairs if p[0] in ids)}
+        part: dict[str, float] = {"items": len(ids & {it["id"] for it in items})}
+        part["pairs"] = sum(1 for p in pairs if p[0] in ids)
         part["linked"] = sum(1 for i in linked_items if i in ids)
         part["linked_share"] = round(part["linked"] / part["pairs"], 4) if part["pairs"] else 0.0
         splits[name] = part

@@ -230,9 +230,10 @@ def compare(older: str, newer: str, *, min_shared: int = 4, min_aligned: float =
     # the rest of the claim must match: a changed span of one kind of value counts as one token,
     # however long it is or however often it appears ("2021年3月3日" is six tokens, a name may
     # appear twice); a span mixing names and numbers ("Wigan 3-2 Wolves") counts in full
+    sides = ([swap[2] for swap in swaps], [swap[3] for swap in swaps])
     frame = [
-        n - sum(sum(not t.glue for t in swap[k + 2]) - 1 for swap in swaps if not _mixed(swap[k + 2]))
-        for k, n in enumerate(solid)
+        total - sum(sum(not t.glue for t in span) - 1 for span in side if not _mixed(span))
+        for total, side in zip(solid, sides, strict=True)
     ]
     if len(equal) < min_aligned * min(frame):
         return Comparison()
