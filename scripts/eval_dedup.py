@@ -54,7 +54,7 @@ from scipy.stats import spearmanr
 from deepresearch.config import EmbeddingConfig, KBConfig, LLMConfig
 from deepresearch.errors import ModelError
 from deepresearch.facts import Fact, text_hash
-from deepresearch.kb.merge import relation
+from deepresearch.kb.merge import kept_apart, relation
 from deepresearch.kb.updates import undecided
 from deepresearch.models.base import ChatModel, Completion, Message
 from deepresearch.models.embed import get_embedder
@@ -256,12 +256,14 @@ def _print_rgb(title: str, rgb: dict[str, Any]) -> None:
 
 def stsb_undecided(left: list[str], right: list[str], cosine: np.ndarray, band: float) -> list[int]:
     """STS-B pairs whose write-path outcome a second opinion could change: cosine in
-    [band, 0.95) (at 0.95 the cosine path decides), kept apart by the rule, and `undecided`."""
+    [band, 0.95) (at 0.95 the cosine path decides), distinct by the rule for want of a verdict
+    (not kept apart as claims about different times or subjects), and `undecided`."""
     return [
         i
         for i, (x, y, c) in enumerate(zip(left, right, cosine, strict=True))
         if band <= c < 0.95
         and relation(Fact(x, "s:", verified_at=1), Fact(y, "s:", verified_at=2), near=False)[0] == "distinct"
+        and kept_apart(x, y) is None
         and undecided(x, y)
     ]
 
