@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from deepresearch.research.citations import Citations
-from deepresearch.research.deps import Deps
+from deepresearch.research.deps import Deps, RunContext
 from deepresearch.research.evidence import (
     best_sentences,
     cited_passages,
@@ -42,7 +42,7 @@ ABSTAIN_NOTE = "The evidence found does not state the answer directly; the close
 def _best_sentence(state: ResearchState, source: Source) -> str:
     weights = key_weights(state)
     ranked = sorted(source.sentences, key=lambda x: -sentence_score(state, source, x, weights))
-    return ranked[0][0] if ranked else truncate(source.text, 300)
+    return ranked[0].text if ranked else truncate(source.text, 300)
 
 
 def _conflict_notes(state: ResearchState, deps: Deps, fact_ids: list[str]) -> dict[str, str]:
@@ -101,7 +101,7 @@ def _footer(state: ResearchState) -> str:
     )
 
 
-def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def report(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Write the cited Markdown report (every citation resolves to a retrieved or KB source)."""
     by_sid = state.source_by_sid()
     passages = cited_passages(state)
@@ -152,7 +152,7 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
         "conflicts_shown": len(conflicts),
         "kb_facts_used": len(known),
     }
-    deps.progress(
+    run.progress(
         "report",
         citations=valid,
         sources=len(cites.entries),

@@ -1,5 +1,5 @@
 """Wiring of a research run: the real dependencies of a workspace, run options from the
-config, and the model wrapper that times every call into the run's counters."""
+config, and the model wrapper that times every call into the run's tally."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.models.llm import ChatModel, Completion
 from deepresearch.research import hooks
-from deepresearch.research.deps import Deps
-from deepresearch.research.state import ResearchState, RunOptions
+from deepresearch.research.deps import Deps, Tally
+from deepresearch.research.state import RunOptions
 
 if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
 
 
 class TimedModel(ChatModel):
-    """Wraps the chat model to count generation seconds into the run's counters."""
+    """Wraps the chat model to count generation seconds into the run's tally."""
 
-    def __init__(self, model: ChatModel, state: ResearchState, clock: Callable[[], float] = time.perf_counter):
-        self.model, self.state, self.name, self.clock = model, state, model.name, clock
+    def __init__(self, model: ChatModel, tally: Tally, clock: Callable[[], float] = time.perf_counter):
+        self.model, self.tally, self.name, self.clock = model, tally, model.name, clock
         self.supports_schema = model.supports_schema
 
     def complete(
@@ -35,7 +35,7 @@ class TimedModel(ChatModel):
         try:
             return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
         finally:
-            self.state.bump("llm_seconds", self.clock() - start)
+            self.tally.bump("llm_seconds", self.clock() - start)
 
 
 def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
