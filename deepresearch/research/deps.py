@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
+from deepresearch.config import Config
+
 if TYPE_CHECKING:
     from deepresearch.facts import Fact
     from deepresearch.models.embed import Embedder
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from deepresearch.search.cache import SearchCache
 
 Progress = Callable[..., None]
+_DEFAULT = Config()  # a Deps built without these settings runs the product the config describes
 
 
 class KnowledgeBaseLike(Protocol):
@@ -62,9 +65,9 @@ class Deps:
     conn: ConnectionLike
     extract: Callable[..., Any]
     age_tag: Callable[[float], str]
-    freshness_days: dict[str, float] = field(default_factory=dict)
-    cover_similarity: float = 0.75
-    model_steps: tuple[str, ...] = ("answer",)
+    freshness_days: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT.kb.freshness_days))
+    cover_similarity: float = _DEFAULT.research.kb_cover_similarity
+    model_steps: tuple[str, ...] = tuple(_DEFAULT.research.model_steps)
     clock: Callable[[], float] = time.perf_counter
     after_step: Callable[[str], None] = lambda step: None
 

@@ -10,27 +10,49 @@ import dataclasses
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from deepresearch.config import Config
+
 # Keys older versions saved that a run no longer keeps: `planning_prompt` held the whole
 # planning prompt (the question, recalled facts); resuming needs only the planned queries.
 RETIRED_KEYS = ("planning_prompt",)
+
+
+def _value(config: Config, key: str) -> Any:
+    """The value of a dotted key ("research.max_loops") in a config."""
+    value: Any = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _configured(key: str) -> Any:
+    """A run option whose default is the config's default for `key` (the config is the one place
+    defaults live); `RunOptions.from_config` reads the same key from a workspace's config."""
+    return field(default=_value(Config(), key), metadata={"config": key})
 
 
 @dataclass
 class RunOptions:
     """What the user asked for: limits, lifecycle wording, backend and write switches."""
 
-    loops: int = 2
-    queries: int = 3
-    results_per_query: int = 5
-    fresh: str = "medium"
-    lifecycle: str = "freshness"
-    backend: str = "corpus"
-    use_cache: bool = True
-    kb_write: bool = True
-    budget: float | None = None
-    facts_per_source: int = 5
-    max_tokens: int = 256
-    reader_tokens: int = 500  # evidence the answer step's model reads, in tokens
+    loops: int = _configured("research.max_loops")
+    queries: int = _configured("research.queries_per_loop")
+    results_per_query: int = _configured("search.results_per_query")
+    fresh: str = _configured("kb.freshness")
+    lifecycle: str = _configured("kb.lifecycle_mode")
+    backend: str = _configured("search.backend")
+    use_cache: bool = _configured("search.cache.enabled")
+    kb_write: bool = _configured("research.kb_write")
+    budget: float | None = _configured("research.budget_seconds")
+    facts_per_source: int = _configured("research.facts_per_source")
+    max_tokens: int = _configured("research.max_tokens")
+    reader_tokens: int = _configured("research.reader_tokens")  # evidence the answer step's model reads, in tokens
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: Any) -> RunOptions:
+        """Run options from a config, with the given (non-None) overrides."""
+        values = {f.name: _value(config, f.metadata["config"]) for f in fields(cls)}
+        return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 @dataclass(frozen=True)

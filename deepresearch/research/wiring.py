@@ -73,22 +73,4 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
 
 def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
     """Run options from the workspace config, with the given (non-None) overrides."""
-    cfg = ws.config
-    opts = RunOptions(
-        loops=cfg.research.max_loops,
-        queries=cfg.research.queries_per_loop,
-        results_per_query=cfg.search.results_per_query,
-        fresh=cfg.kb.freshness,
-        lifecycle=cfg.kb.lifecycle_mode,
-        backend=cfg.search.backend,
-        use_cache=cfg.search.cache.enabled,
-        kb_write=cfg.research.kb_write,
-        budget=cfg.research.budget_seconds,
-        facts_per_source=cfg.research.facts_per_source,
-        max_tokens=cfg.research.max_tokens,
-        reader_tokens=cfg.research.reader_tokens,
-    )
-    for key, value in overrides.items():
-        if value is not None:
-            setattr(opts, key, value)
-    return opts
+    return RunOptions.from_config(ws.config, **overrides)
