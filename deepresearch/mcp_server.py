@@ -202,6 +202,14 @@ def build_server(
     and a report resource per run. `research_deps(ws, options)` replaces the real models and
     backend of research runs (as `run_research(deps=…)` does; tests plug fakes in here)."""
     server = DeepResearchServer(workspace, allow_write=allow_write, research_deps=research_deps)
+    _add_search_tools(server)
+    _add_write_tools(server)
+    _add_run_views(server)
+    return server
+
+
+def _add_search_tools(server: DeepResearchServer) -> None:
+    """The read-only tools: kb_query (recall) and corpus_search."""
 
     @server.tool(annotations=READ_ONLY)
     def kb_query(
@@ -243,6 +251,10 @@ def build_server(
             chosen = mode or ws.config.search.corpus.mode
             results = Corpus.from_workspace(ws).search(query, n, mode=chosen)
         return {"query": query, "backend": "corpus", "mode": chosen, "results": to_jsonable(results)}
+
+
+def _add_write_tools(server: DeepResearchServer) -> None:
+    """The tools that may write the KB: kb_add (needs --allow-write) and research."""
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
     def kb_add(
@@ -290,6 +302,10 @@ def build_server(
                     await anyio.sleep(0.05)
             raise
 
+
+def _add_run_views(server: DeepResearchServer) -> None:
+    """Saved runs: the runs_show tool and a report resource per run."""
+
     @server.tool(annotations=READ_ONLY)
     def runs_show(
         run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")],
@@ -319,8 +335,6 @@ def build_server(
                 f" `deepresearch research --resume {record.id}`"
             )
         return record.report
-
-    return server
 
 
 def _research(
