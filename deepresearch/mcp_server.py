@@ -286,8 +286,8 @@ def _add_write_tools(server: DeepResearchServer) -> None:
             Optional[int], Field(ge=1, strict=True, description="Reflection loops at most (default: config).")
         ] = None,
     ) -> dict[str, Any]:
-        """Research a question: recall, plan, search, summarize, extract, reflect, and write a cited
-        report (as `deepresearch research --json`: report, sources, facts, …). Progress arrives as
+        """Research a question: recall, plan, search, rank the evidence, extract, reflect, answer, and
+        write a cited report (as `deepresearch research --json`: report, sources, facts, …). Progress arrives as
         progress notifications; cancelling stops the run at its next step (resumable from the CLI).
         Without --allow-write the run does not store facts in the knowledge base."""
         stop, started, done = threading.Event(), threading.Event(), threading.Event()

@@ -95,7 +95,7 @@ def _run_options(ws: Workspace, opts: ResearchOptions) -> RunOptions:
 
 @with_options(ResearchOptions)
 def research(ctx: typer.Context, opts: ResearchOptions) -> None:
-    """Research a question: recall, plan, search, summarize, extract, reflect, report."""
+    """Research a question: recall, plan, search, rank, extract, reflect, answer, report."""
     from deepresearch.errors import InputError, SearchError
     from deepresearch.research.loop import run_research
 

@@ -1,5 +1,6 @@
 """A direct answer from the evidence: candidate spans typed by the question word, scored
-deterministically: the answer of a run with no model (research/reader.py reads with one).
+deterministically: the answer of a run with no model (research/reader.py reads with one), and
+whether the best candidate is supported (the reflect step's "sufficient").
 
 who → names, when → dates, where → places, how many → numbers, which/what → names.
 A candidate scores by the relevance of the sentence it stands in (similarity to the question
@@ -13,16 +14,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from deepresearch.research.evidence import sentence_relevance, support_text
+from deepresearch.research.evidence import cited_passages, sentence_relevance, support_text
 from deepresearch.research.queries import NOT_NAMES, missing_words, names_in, new_to, query_key, stems, topic_words
-from deepresearch.research.state import Candidate
+from deepresearch.research.state import Candidate as Candidate  # the typed candidate, kept in the state
 from deepresearch.text import content_words, stem, words
 
 if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState, Source
-
-__all__ = ["Candidate", "best_answer", "candidates", "choose_option", "question_type", "yes_no"]
-
 PASSAGES_SCANNED = 8
 MIN_ANSWER_SCORE = 0.05
 SUPPORT_BONUS = 0.02
@@ -158,6 +156,21 @@ def _type_fit(span: str, kind: str, before: str) -> float:
     if kind == "place":
         return 1.0 if _PLACE_CUE.search(before) else 0.5
     return 1.0
+
+
+def supported(state: ResearchState) -> bool:
+    """The answer slot is filled: a candidate whose passage chain (with the passages it names)
+    covers every key word of the question."""
+    candidate = state.candidate
+    if question_type(state.topic) == "explain":
+        # How/why: the cited passages together must speak to every key word of the question.
+        by_sid = state.source_by_sid()
+        return not missing_words(state.topic, " ".join(by_sid[sid].text for sid in cited_passages(state)))
+    if candidate is None:
+        return False
+    if candidate.kind in ("yesno", "choice"):
+        return True
+    return not missing_words(state.topic, support_text(state, candidate.sid, cited_passages(state)))
 
 
 def candidates(state: ResearchState, passages: list[str], kind: str | None = None) -> list[Candidate]:

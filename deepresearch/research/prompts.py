@@ -2,7 +2,8 @@
 
 Sources appear in prompts under short ids ([S1], [K1]) instead of long URLs: fewer
 tokens, and a small model cannot garble a URL it never sees. The ids are mapped back to
-the real URLs in stored facts and in the report.
+the real URLs in stored facts and in the report. The prompts of fact extraction and fact
+merging sit below the models and the KB, in `deepresearch/prompts.py`.
 """
 
 from __future__ import annotations

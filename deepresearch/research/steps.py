@@ -25,7 +25,6 @@ from deepresearch.research.evidence import (
     index_sources,
     ranked_pool,
     sentence_relevance,
-    support_text,
 )
 from deepresearch.research.model_io import ask, record
 from deepresearch.research.queries import (
@@ -326,21 +325,6 @@ def bridges(state: ResearchState, n: int) -> list[Bridge]:
     return sorted(found.values(), key=lambda b: -b.score)[: n * 2]
 
 
-def answer_supported(state: ResearchState) -> bool:
-    """The answer slot is filled: a candidate whose passage chain (with the passages it names)
-    covers every key word of the question."""
-    candidate = state.candidate
-    if answers.question_type(state.topic) == "explain":
-        # How/why: the cited passages together must speak to every key word of the question.
-        by_sid = state.source_by_sid()
-        return not missing_words(state.topic, " ".join(by_sid[sid].text for sid in cited_passages(state)))
-    if candidate is None:
-        return False
-    if candidate.kind in ("yesno", "choice"):
-        return True
-    return not missing_words(state.topic, support_text(state, candidate.sid, cited_passages(state)))
-
-
 def reflect(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Sufficient (a supported answer)? If not, follow-ups that bridge through names the evidence found."""
     n = state.options.queries
@@ -373,7 +357,7 @@ def reflect(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]
             hops[query] = {"parent": bridge.sid, "entity": bridge.entity}
             if bridge.sid not in bridged:
                 bridged.append(bridge.sid)
-    sufficient = answer_supported(state)
+    sufficient = answers.supported(state)
     loop_no = state.loop + 1
     stop = decide_stop(state, sufficient, follow, run.budget.spent())
     record_ = {
