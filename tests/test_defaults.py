@@ -76,4 +76,3 @@ def test_deps_settings_default_to_the_config(name, key, as_config):
 )
 def test_parameter_defaults_that_mirror_a_config_key_equal_it(function, parameter, key):
     assert inspect.signature(function).parameters[parameter].default == configured(key)
-
