@@ -6,8 +6,7 @@ from typing import Optional
 
 import typer
 
-from deepresearch.cli.common import echo, echo_json, open_workspace, status
-from deepresearch.cli.models import MODEL_HELP
+from deepresearch.cli.common import MODEL_HELP, echo, echo_json, open_workspace, status
 
 
 def ask(

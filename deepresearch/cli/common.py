@@ -72,6 +72,12 @@ def with_options(options: type[T]) -> Callable[[Callable[[typer.Context, T], Non
     return declare
 
 
+MODEL_HELP = (  # every --model option
+    "GGUF file or shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, gemma3-270m);"
+    " overrides llm.model_path."
+)
+
+
 def search_backend(value: str | None) -> str | None:
     """--backend: a registered search backend, checked like a choice (extensions and test fakes count)."""
     from deepresearch.search.backends import BACKENDS

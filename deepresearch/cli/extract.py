@@ -8,8 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import echo, echo_json, open_kb, open_workspace, status, warn, with_options
-from deepresearch.cli.models import MODEL_HELP
+from deepresearch.cli.common import MODEL_HELP, echo, echo_json, open_kb, open_workspace, status, warn, with_options
 
 
 @dataclass

@@ -6,14 +6,9 @@ from typing import Optional
 
 import typer
 
-from deepresearch.cli.common import echo, echo_json, open_workspace
+from deepresearch.cli.common import MODEL_HELP, echo, echo_json, open_workspace
 
 app = typer.Typer(help="List and inspect the configured models.", no_args_is_help=True)
-
-MODEL_HELP = (
-    "GGUF file or shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, gemma3-270m);"
-    " overrides llm.model_path."
-)
 
 
 def _size(size: Optional[int]) -> str:
