@@ -1,8 +1,9 @@
 """The bounded research loop: run the routed steps, checkpoint each, write the report.
 
-Steps are in `steps.py`/`report.py`, the order and every stop rule in `router.py`, the real
-dependencies in `wiring.py`. Every finished step is checkpointed, so `resume` continues a
-killed run where it stopped.
+Steps are in `steps.py`, `reader.py` (answer) and `report.py`, the order and every stop rule in
+`router.py`, the real dependencies in `wiring.py`. The loop is the state's only writer: it
+applies each step's update and the counts the step tallied. Every finished step is
+checkpointed, so `resume` continues a killed run where it stopped.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Typed state of one research run: options, sources with short ids, the evidence pool, counters.
 
 The whole state round-trips through JSON (`to_dict`/`from_dict`) so every step can be
-checkpointed in the database and a killed run resumed where it stopped.
+checkpointed in the database and a killed run resumed where it stopped; the JSON keeps the
+shape older versions saved (a sentence as a list, no candidate as {}), so their runs resume.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The steps of the research loop. Each takes the state and the dependencies and returns its
-update (field → value); `loop.py` applies it, checkpoints, and routes to the next step.
+"""The steps of the research loop. Each takes the state, the dependencies and the run's context
+(budget, progress, model gate, tally) and returns its update (field → value); it never writes
+the state it reads. `loop.py` applies the update, checkpoints, and routes to the next step.
 
 Evidence first, model second: every step works without the model (the question as the
 first query, bridge follow-ups, an evidence pool ranked against the question, scored answer
