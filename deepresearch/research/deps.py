@@ -49,10 +49,6 @@ class ConnectionLike(Protocol):
     def execute(self, sql: str, parameters: Any = ...) -> Any: ...
 
 
-def _no_progress(event: str, **info: Any) -> None:
-    return None
-
-
 @dataclass
 class Deps:
     """Everything the steps use. `model_steps` names the steps that may call the model."""
@@ -112,10 +108,10 @@ class RunContext:
     """What one run gives its steps besides the state: the model gate, the budget, the progress
     line and the tally. `model` is the run's (timed) model; `model_for` says when a step may use it."""
 
-    model: ChatModel | None = None
-    model_steps: tuple[str, ...] = ()
-    budget: Budget = field(default_factory=Budget)
-    progress: Progress = _no_progress
+    model: ChatModel | None
+    model_steps: tuple[str, ...]  # the Deps' (research.model_steps)
+    budget: Budget
+    progress: Progress
     tally: Tally = field(default_factory=Tally)
 
     @property
