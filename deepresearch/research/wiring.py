@@ -42,7 +42,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
     """The real dependencies for a workspace: KB, GGUF model, embedder, backend, cache."""
     from deepresearch.kb.lifecycle import age_tag
     from deepresearch.kb.store import KnowledgeBase
-    from deepresearch.models.categorize import PrototypeCategorizer
+    from deepresearch.models.categorize import LinearCategorizer
     from deepresearch.models.embed import get_embedder
     from deepresearch.models.extract import extract_facts
     from deepresearch.models.llm import get_chat_model
@@ -61,8 +61,8 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
         backend=get_backend(opts.backend, ws),
         cache=cache,
         conn=ws.db,
-        # Categories by the nearest prototype in the workspace's own embedding space (one model per run).
-        extract=functools.partial(extract_facts, categorizer=PrototypeCategorizer(embedder)),
+        # Categories by a linear classifier in the workspace's own embedding space (fitted once per process).
+        extract=functools.partial(extract_facts, categorizer=LinearCategorizer(embedder)),
         age_tag=age_tag,
         freshness_days=dict(cfg.kb.freshness_days),
         cover_similarity=cfg.research.kb_cover_similarity,
