@@ -3,7 +3,7 @@
 Every prompt is a `Prompt` with named `$slots` (string.Template syntax, so JSON braces in
 the text need no escaping). `prompt.messages(**slots)` fills them and refuses missing or
 unknown slots, so a renamed slot fails loudly instead of sending a half-filled prompt.
-The research loop keeps its own prompts in `deepresearch/research/prompts.py`.
+The research loop keeps its own prompts, on the same `Prompt`, in `deepresearch/research/prompts.py`.
 """
 
 from __future__ import annotations

@@ -23,10 +23,9 @@ from deepresearch.research import prompts
 from deepresearch.research.evidence import best_sentences, cited_passages, key_weights, sentence_score
 from deepresearch.research.model_io import ask
 from deepresearch.research.queries import new_to, stems
-from deepresearch.research.steps import best_answer
 
 if TYPE_CHECKING:
-    from deepresearch.research.deps import Deps
+    from deepresearch.research.deps import Deps, RunContext
     from deepresearch.research.state import ResearchState
 
 READER_PASSAGES = 8
@@ -71,14 +70,14 @@ def reader_evidence(state: ResearchState, passages: list[str], budget_tokens: in
     kept: dict[str, list[int]] = {}
     for _, _, sid, i in sorted(picks):
         source = by_sid[sid]
-        cost = len(source.sentences[i][0]) + 1 + (0 if sid in kept else len(source.title) + 8)
+        cost = len(source.sentences[i].text) + 1 + (0 if sid in kept else len(source.title) + 8)
         if cost <= budget:
             budget -= cost
             kept.setdefault(sid, []).append(i)
     out: list[tuple[str, str, str, str]] = []
     for sid in [s for s in passages if s in kept]:
         source = by_sid[sid]
-        text = " ".join(source.sentences[i][0] for i in sorted(kept[sid]))
+        text = " ".join(source.sentences[i].text for i in sorted(kept[sid]))
         out.append((f"S{len(out) + 1}", sid, source.title, text))
     return out
 
@@ -92,9 +91,9 @@ def _sentence_with(state: ResearchState, sid: str, span: str) -> str:
     """The passage's sentence that states `span` (its best sentence if none does)."""
     source = state.source_by_sid()[sid]
     for sentence in source.sentences:
-        if states(span, sentence[0]):
-            return str(sentence[0])
-    return str(source.sentences[0][0]) if source.sentences else source.text[:300]
+        if states(span, sentence.text):
+            return sentence.text
+    return source.sentences[0].text if source.sentences else source.text[:300]
 
 
 def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, Any] | None:
@@ -143,29 +142,31 @@ def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, An
     """The scored candidate (or yes/no, or option) when it is confident, else an abstention."""
     if answers.question_type(state.topic) == "explain":
         return {"text": None, "kind": "explain", "sids": [], "method": "sentences"}  # how/why: the best sentences
-    found = best_answer(state, passages) if passages else {}
-    if not found or not confident(found):
-        closest = [found["sentence"], found["sid"]] if found.get("sentence") else None
-        return {**abstention(found.get("text")), "score": found.get("score"), "closest": closest}
-    sids = list(dict.fromkeys([found["sid"], *found.get("support", [])]))
+    found = answers.best_answer(state, passages) if passages else None
+    if found is None or not confident(found):
+        if found is None:
+            return {**abstention(), "score": None, "closest": None}
+        closest = [found.sentence, found.sid] if found.sentence else None
+        return {**abstention(found.text), "score": found.score, "closest": closest}
+    sids = list(dict.fromkeys([found.sid, *found.support]))
     out = {
-        "text": found["text"],
-        "kind": found["kind"],
+        "text": found.text,
+        "kind": found.kind,
         "sids": sids,
         "method": "extractive",
-        "score": found.get("score"),
+        "score": found.score,
     }
-    if found["kind"] != "yesno":
-        out["sentence"] = found.get("sentence") or _sentence_with(state, found["sid"], found["text"])
+    if found.kind != "yesno":
+        out["sentence"] = found.sentence or _sentence_with(state, found.sid, found.text)
     return out
 
 
-def confident(found: dict[str, Any]) -> bool:
+def confident(found: answers.Candidate) -> bool:
     """Whether the scored answer may be printed as the answer: only for the question types it
     gets right more often than not, a yes/no or one of two named options. Its spans were
     right 14 times in 73 on the tuning questions (HotpotQA and MuSiQue 0–39), and no score
     threshold separated the right ones, so a span question with no reading abstains."""
-    return found["kind"] in TRUSTED_KINDS
+    return found.kind in TRUSTED_KINDS
 
 
 TRUSTED_KINDS = ("yesno", "choice")
@@ -176,7 +177,7 @@ def abstention(guess: str | None = None) -> dict[str, Any]:
     return {"text": None, "kind": "", "sids": [], "method": "abstained", "unconfirmed": guess}
 
 
-def read(state: ResearchState, deps: Deps, passages: list[str]) -> tuple[dict[str, Any] | None, Any]:
+def read(state: ResearchState, run: RunContext, passages: list[str]) -> tuple[dict[str, Any] | None, Any]:
     """(the reader's kept answer or None, its raw output) for the question over `passages`."""
     evidence = reader_evidence(state, passages, state.options.reader_tokens)
     if not evidence:
@@ -189,18 +190,18 @@ def read(state: ResearchState, deps: Deps, passages: list[str]) -> tuple[dict[st
 
     messages = prompts.reader_messages(state.topic, [(pid, title, text) for pid, _, title, text in evidence])
     schema = prompts.reader_schema([pid for pid, _, _, _ in evidence], ANSWER_MAX_CHARS)
-    return ask(deps, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
+    return ask(run, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
 
 
-def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """The run's short answer: the model's reading when the evidence supports it, else the
     confident extractive answer, else an abstention."""
     passages = cited_passages(state)
-    reading, raw = read(state, deps, passages) if passages else (None, None)
+    reading, raw = read(state, run, passages) if passages else (None, None)
     found = reading or extractive_answer(state, passages)
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
-    deps.progress("answer", text=found.get("text"), method=found["method"])
+    run.progress("answer", text=found.get("text"), method=found["method"])
     return {"short_answer": found}
 
 
@@ -239,5 +240,5 @@ def states_part_of_question(state: ResearchState, sid: str, weights: dict[str, f
     if not total:
         return False
     return any(
-        sum(w for k, w in weights.items() if k in stems(x[0])) / total >= PART_OF_QUESTION for x in source.sentences
+        sum(w for k, w in weights.items() if k in stems(x.text)) / total >= PART_OF_QUESTION for x in source.sentences
     )

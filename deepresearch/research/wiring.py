@@ -1,5 +1,5 @@
 """Wiring of a research run: the real dependencies of a workspace, run options from the
-config, and the model wrapper that times every call into the run's counters."""
+config, and the model wrapper that times every call into the run's tally."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.models.llm import ChatModel, Completion
 from deepresearch.research import hooks
-from deepresearch.research.deps import Deps
-from deepresearch.research.state import ResearchState, RunOptions
+from deepresearch.research.deps import Deps, Tally
+from deepresearch.research.state import RunOptions
 
 if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
 
 
 class TimedModel(ChatModel):
-    """Wraps the chat model to count generation seconds into the run's counters."""
+    """Wraps the chat model to count generation seconds into the run's tally."""
 
-    def __init__(self, model: ChatModel, state: ResearchState, clock: Callable[[], float] = time.perf_counter):
-        self.model, self.state, self.name, self.clock = model, state, model.name, clock
+    def __init__(self, model: ChatModel, tally: Tally, clock: Callable[[], float] = time.perf_counter):
+        self.model, self.tally, self.name, self.clock = model, tally, model.name, clock
         self.supports_schema = model.supports_schema
 
     def complete(
@@ -35,7 +35,7 @@ class TimedModel(ChatModel):
         try:
             return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
         finally:
-            self.state.bump("llm_seconds", self.clock() - start)
+            self.tally.bump("llm_seconds", self.clock() - start)
 
 
 def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
@@ -73,22 +73,4 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
 
 def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
     """Run options from the workspace config, with the given (non-None) overrides."""
-    cfg = ws.config
-    opts = RunOptions(
-        loops=cfg.research.max_loops,
-        queries=cfg.research.queries_per_loop,
-        results_per_query=cfg.search.results_per_query,
-        fresh=cfg.kb.freshness,
-        lifecycle=cfg.kb.lifecycle_mode,
-        backend=cfg.search.backend,
-        use_cache=cfg.search.cache.enabled,
-        kb_write=cfg.research.kb_write,
-        budget=cfg.research.budget_seconds,
-        facts_per_source=cfg.research.facts_per_source,
-        max_tokens=cfg.research.max_tokens,
-        reader_tokens=cfg.research.reader_tokens,
-    )
-    for key, value in overrides.items():
-        if value is not None:
-            setattr(opts, key, value)
-    return opts
+    return RunOptions.from_config(ws.config, **overrides)
