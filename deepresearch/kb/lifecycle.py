@@ -1,7 +1,7 @@
 """Lifecycle rules: which facts a recall may see under each mode, decay, TTL and age tags.
 
 One place decides visibility so the vector path, the RAM path and the keyword (degraded)
-path all apply the same rules (DESIGN.md §3):
+path all apply the same rules (README, "Fact lifecycle"; `kb.categories` in configs/default.yaml):
 
 | mode      | filter by age                        | decay |
 |-----------|--------------------------------------|-------|
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 DAY = 86400.0
 # Categories whose values move fast: research re-verifies their facts once they are a day old
-# (DESIGN.md, the planner), whatever the freshness level.
+# (README, "How it works": the plan re-checks stale facts), whatever the freshness level.
 FAST_CHANGING = ("market_data", "product_info")
 FAST_CHANGING_MAX_AGE_DAYS = 1.0
 

@@ -2,11 +2,11 @@
 
 The database passes that use it are kb/write.py (on write) and kb/compress.py (`kb compress`).
 
-Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
-(DESIGN.md §3); so are facts only related (cosine >= `kb.related_similarity`, where MiniLM
-puts a claim with a changed number or name), but those must align word by word and differ
-only in one value slot — a number, a date or a name — plus details set off as their own phrase
-(`value_change`) to be anything but distinct. `relation()` classifies the pair:
+Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared (README,
+"Commands": `kb add` and `kb compress`); so are facts only related (cosine >=
+`kb.related_similarity`, where MiniLM puts a claim with a changed number or name), but those
+must align word by word and differ only in one value slot — a number, a date or a name — plus
+details set off as their own phrase (`value_change`) to be anything but distinct. `relation()` classifies the pair:
 
 - `distinct`: different years on both sides, so two claims about different times — never merged;
 - `duplicate`: nothing of the older fact is replaced or negated — fused into one text;

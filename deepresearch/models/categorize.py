@@ -1,6 +1,6 @@
 """Fact categories: a nearest-prototype rule on sentence embeddings, cue words as the fallback.
 
-The category decides a fact's TTL and decay (DESIGN §3), so it should say how a claim ages:
+The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it should say how a claim ages:
 - market_data: figures that move week to week — prices, shares, sales, revenue, growth;
 - product_info: what a product or service offers now — features, settings, defaults,
   versions, releases, support; changes with the next release;
