@@ -40,6 +40,7 @@ must be listed incomplete), peak RSS of each; today's code reads the text phase 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -198,8 +199,11 @@ def child(args: argparse.Namespace) -> int:
 
 
 def start(code: Path, target: Path, *flags: str) -> subprocess.Popen[str]:
-    """Start `child` on `target` in a fresh process importing deepresearch from `code`."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    """Start `child` on `target` in a fresh process importing deepresearch from `code`, with a model
+    cache of its own (two versions sharing one would each remove the other's corrected model)."""
+    cache = Path(tempfile.gettempdir()) / f"bench-ingest-models-{hashlib.sha256(str(code).encode()).hexdigest()[:10]}"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(code), "XDG_CACHE_HOME": str(cache)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(target), *flags]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

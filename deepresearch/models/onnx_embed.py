@@ -40,11 +40,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy, small
-# enough to bound the activations. Measured on 128 SciFact abstracts (one process, load ≈15):
-# 8,192 tokens peaked at 605 MiB RSS, 4,096 at 432 MiB for 0.94× the speed, 2,048 at 346 MiB
-# for 0.81× (docs/BENCHMARKS.md, session 11).
-TOKENS_PER_BATCH = 4096
+# Tokens per batch (texts × padded length). Small batches are the fast ones once attention is
+# flash attention (no tokens² buffer): 256-token chunks of real HTML pages, paired in one process
+# at load 7-9 on 2 cores, ran 1.24-1.25× as fast in batches of 1-4 as in batches of 16 (4,096
+# tokens), 1.10× in batches of 8; four per batch keeps the per-run overhead small on a quiet
+# machine, and the activations are a few MiB (docs/BENCHMARKS.md, session 12).
+TOKENS_PER_BATCH = 1024
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
 # optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
 # ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
@@ -153,6 +154,9 @@ class OnnxEmbedder(Embedder):
         with self._lock:
             if self._session is not None and (self._optimized or not optimized):
                 return self._session
+            # a one-shot session giving way to the bulk one is let go first: building the bulk session
+            # beside it raised the peak RSS of an ingest by ≈50 MiB (a caller still running it keeps it)
+            self._session = None
             for path in (self.onnx_path, self.tokenizer_path):
                 if not path.is_file():
                     raise ModelNotFound(
@@ -184,6 +188,11 @@ class OnnxEmbedder(Embedder):
                 else:  # bulk: activations go back to the system after each batch instead of an arena
                     options.enable_cpu_mem_arena = False
                     _return_large_buffers()
+                    # Idle pool threads sleep instead of spinning: a spinning thread burns the time
+                    # the ingest's own reader thread (and any other job) needs, and on a busy machine
+                    # a descheduled thread keeps the others spinning at each barrier (paired, load
+                    # 7-9: 1.6× the speed without spinning; session 12 in docs/BENCHMARKS.md).
+                    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 model = self._model()
                 try:
                     session = self._session_of(ort, model, options)
