@@ -134,10 +134,27 @@ def ceiling(data_dir: Path, rounds: int) -> dict[str, float]:
     return {label: statistics.median(r) for label, r in rates.items()}
 
 
-def child(args: argparse.Namespace) -> int:
-    """One `corpus add` of `args.child` in this process (whatever code PYTHONPATH holds); prints JSON."""
+def watch(
+    ws: Workspace, args: argparse.Namespace, files: int, started: float, done: threading.Event, first: dict[str, float]
+) -> None:
+    """A second reader, as `corpus search --mode bm25` in another terminal would be: when the first
+    keyword search answers (`first["t"]`) and when every file's text is in (`first["all_text"]`)."""
     from deepresearch.db import connect
 
+    conn = connect(ws.db_path, migrate=False)
+    reader = Corpus(conn, None, ws.config.search.corpus)
+    while not done.is_set() and not reader.search(args.query, 1, mode="bm25"):
+        time.sleep(0.05)
+    first.setdefault("t", time.perf_counter() - started)
+    finished = "select count(*) from corpus_sources where file_hash is not null"
+    while not done.is_set() and conn.execute(finished).fetchone()[0] < files:
+        time.sleep(0.2)  # every file's text in (today: its vectors too), seen from outside
+    first.setdefault("all_text", time.perf_counter() - started)
+    conn.close()
+
+
+def child(args: argparse.Namespace) -> int:
+    """One `corpus add` of `args.child` in this process (whatever code PYTHONPATH holds); prints JSON."""
     ws = Workspace.open(Path(tempfile.mkdtemp(prefix="bench-ingest-")))
     corpus = Corpus.from_workspace(ws) if args.vectors else Corpus(ws.db, None, ws.config.search.corpus)
     if args.vectors:
@@ -148,19 +165,7 @@ def child(args: argparse.Namespace) -> int:
     files = 1 if args.child.is_file() else sum(1 for p in args.child.rglob("*") if p.suffix in SUPPORTED)
     started = time.perf_counter()
 
-    def poll() -> None:  # a second reader, as `corpus search --mode bm25` in another terminal would be
-        conn = connect(ws.db_path, migrate=False)
-        reader = Corpus(conn, None, ws.config.search.corpus)
-        while not done.is_set() and not reader.search(args.query, 1, mode="bm25"):
-            time.sleep(0.05)
-        first.setdefault("t", time.perf_counter() - started)
-        finished = "select count(*) from corpus_sources where file_hash is not null"
-        while not done.is_set() and conn.execute(finished).fetchone()[0] < files:
-            time.sleep(0.2)  # every file's text in (today: its vectors too), seen from outside
-        first.setdefault("all_text", time.perf_counter() - started)
-        conn.close()
-
-    poller = threading.Thread(target=poll, daemon=True)
+    poller = threading.Thread(target=watch, args=(ws, args, files, started, done, first), daemon=True)
     poller.start()
     if args.seconds:
         signal.signal(signal.SIGALRM, signal.default_int_handler)  # raises KeyboardInterrupt
@@ -310,6 +315,23 @@ def bench_text(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def print_ceiling(data_dir: Path, rounds: int) -> None:
+    """Print the model's and the float32 GEMMs' GFLOP/s (see `ceiling`) and what they bound."""
+    gflops = ceiling(data_dir, rounds)
+    torch_rate = gflops["torch model"] / CHUNK_GFLOP
+    best = max(gflops["numpy GEMM"], gflops["torch GEMM"])
+    print(f"{CHUNK_GFLOP:.2f} GFLOP per 256-token chunk ({LINEAR_GFLOP:.2f} in linear layers), medians:")
+    for label, rate in gflops.items():
+        print(
+            f"{label:<14}{rate:>6.0f} GFLOP/s" + (f"  {rate / CHUNK_GFLOP:5.1f} chunks/s" if "model" in label else "")
+        )
+    print(
+        f"2.5× torch = {2.5 * torch_rate:.1f} chunks/s needs {2.5 * torch_rate * LINEAR_GFLOP:.0f} GFLOP/s in the"
+        f" linear layers alone; the fastest float32 GEMM here bounds any float32 runtime at"
+        f" {best / LINEAR_GFLOP:.1f} chunks/s = {best / LINEAR_GFLOP / torch_rate:.2f}× torch"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the paired ingests and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -339,20 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if args.ceiling:
-        gflops = ceiling(args.data_dir, args.rounds)
-        torch_rate = gflops["torch model"] / CHUNK_GFLOP
-        best = max(gflops["numpy GEMM"], gflops["torch GEMM"])
-        print(f"{CHUNK_GFLOP:.2f} GFLOP per 256-token chunk ({LINEAR_GFLOP:.2f} in linear layers), medians:")
-        for label, rate in gflops.items():
-            print(
-                f"{label:<14}{rate:>6.0f} GFLOP/s"
-                + (f"  {rate / CHUNK_GFLOP:5.1f} chunks/s" if "model" in label else "")
-            )
-        print(
-            f"2.5× torch = {2.5 * torch_rate:.1f} chunks/s needs {2.5 * torch_rate * LINEAR_GFLOP:.0f} GFLOP/s in the"
-            f" linear layers alone; the fastest float32 GEMM here bounds any float32 runtime at"
-            f" {best / LINEAR_GFLOP:.1f} chunks/s = {best / LINEAR_GFLOP / torch_rate:.2f}× torch"
-        )
+        print_ceiling(args.data_dir, args.rounds)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

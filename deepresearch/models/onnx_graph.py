@@ -296,9 +296,8 @@ def fused_attention(nodes: list[Node], shapes: dict[str, list[int]], scalars: di
         heads = bias[0] / head_size if len(bias) == 1 else 0
         if not (math.isclose(heads, round(heads), rel_tol=1e-4) and heads >= 1):
             continue
-        replaced[id(reshape)] = _contrib(
-            [query[0], key[0], value[0]], reshape.outputs, "MultiHeadAttention", attribute_int("num_heads", round(heads))
-        )
+        projections, heads_attribute = [query[0], key[0], value[0]], attribute_int("num_heads", round(heads))
+        replaced[id(reshape)] = _contrib(projections, reshape.outputs, "MultiHeadAttention", heads_attribute)
     return [replaced.get(id(n), n) for n in nodes]
 
 

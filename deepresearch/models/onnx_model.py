@@ -10,10 +10,9 @@ matrices once. The node rewrites of `onnx_graph` go with it (same numbers up to 
 order): token rows looked up before they are dequantized (kb query peak RSS 260 → 140 MiB),
 the export's never-firing NaN guard after each softmax dropped, GELU and attention fused into
 onnxruntime's BiasGelu and MultiHeadAttention kernels (ingest 0.58 → 0.89× torch), the attention
-without a key padding mask so onnxruntime runs its flash kernel (the embedder feeds it unpadded
-batches). The copy
-is keyed by sha256 of the ONNX file, the correction and `FORMAT`, written atomically (copies of
-older sources are removed) and never downloaded; where the cache folder cannot be written the
+without its key padding mask so onnxruntime runs its flash kernel (the embedder feeds this model
+unpadded batches). The copy is keyed by sha256 of the ONNX file, the correction and `FORMAT`,
+written atomically (copies of older sources are removed) and never downloaded; where the cache folder cannot be written the
 same bytes are built in memory. The file is trusted by its content, not its name: a record of
 its sha256 and stat is written beside it, and a symbolic link, a file whose bytes changed, or a
 file or folder another user owns or can write is rebuilt (in memory, with a warning naming the
