@@ -244,12 +244,20 @@ def gemm_rate(rounds: int = 3) -> float:
     return LINEAR_GFLOP / 6 * 32 / best
 
 
-def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0) -> dict[str, Any]:
-    """Today's ingest and this tree's, both at once, on one folder (cut after `seconds` if not 0)."""
+def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0, alone: bool = False) -> dict[str, Any]:
+    """Today's ingest and this tree's on one folder (cut after `seconds` if not 0): both at once, or
+    (`alone`) one after the other, the order alternating between rounds."""
     ours = Path(__file__).resolve().parent.parent
     runs: dict[str, list[dict[str, Any]]] = {"today": [], "new": []}
     flags = ("--vectors", "--tokens", "--seconds", str(seconds))
-    for _ in range(rounds):
+    for round_ in range(rounds):
+        if alone:
+            # One at a time: at once, a process whose idle threads spin (today's) takes a larger
+            # share of a busy machine than one whose threads sleep; alternating the order evens
+            # out a load that drifts.
+            for label in ("today", "new") if round_ % 2 == 0 else ("new", "today"):
+                runs[label].append(spawn(today if label == "today" else ours, folder, *flags))
+            continue
         # Both at once: on a machine shared with other jobs they then see the same load (and
         # share the same cores), so their ratio holds even when absolute times do not.
         children = {"today": start(today, folder, *flags), "new": start(ours, folder, *flags)}
@@ -273,6 +281,7 @@ def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0) -> di
             "share_of_bound": round(rate / bound, 3),
             "mean_tokens": tokens,
             "interrupted": last["interrupted"],
+            "median_seconds": statistics.median(r["seconds"] for r in results),
             "runs": results,
         }
     return out
@@ -353,11 +362,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keywords-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tokens", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=int, default=0, help="--folder: cut both ingests after this long")
+    parser.add_argument("--alone", action="store_true", help="--folder: one ingest at a time, order alternating")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.child:
         return child(args)
     if args.folder or args.text_mb:
-        result = bench_folder(args.folder, args.today, args.rounds, args.seconds) if args.folder else bench_text(args)
+        if args.folder:
+            result = bench_folder(args.folder, args.today, args.rounds, args.seconds, args.alone)
+        else:
+            result = bench_text(args)
         print(json.dumps(result, indent=2))
         return 0
     if args.ceiling:
