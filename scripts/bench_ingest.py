@@ -40,6 +40,7 @@ must be listed incomplete), peak RSS of each; today's code reads the text phase 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -133,10 +134,27 @@ def ceiling(data_dir: Path, rounds: int) -> dict[str, float]:
     return {label: statistics.median(r) for label, r in rates.items()}
 
 
-def child(args: argparse.Namespace) -> int:
-    """One `corpus add` of `args.child` in this process (whatever code PYTHONPATH holds); prints JSON."""
+def watch(
+    ws: Workspace, args: argparse.Namespace, files: int, started: float, done: threading.Event, first: dict[str, float]
+) -> None:
+    """A second reader, as `corpus search --mode bm25` in another terminal would be: when the first
+    keyword search answers (`first["t"]`) and when every file's text is in (`first["all_text"]`)."""
     from deepresearch.db import connect
 
+    conn = connect(ws.db_path, migrate=False)
+    reader = Corpus(conn, None, ws.config.search.corpus)
+    while not done.is_set() and not reader.search(args.query, 1, mode="bm25"):
+        time.sleep(0.05)
+    first.setdefault("t", time.perf_counter() - started)
+    finished = "select count(*) from corpus_sources where file_hash is not null"
+    while not done.is_set() and conn.execute(finished).fetchone()[0] < files:
+        time.sleep(0.2)  # every file's text in (today: its vectors too), seen from outside
+    first.setdefault("all_text", time.perf_counter() - started)
+    conn.close()
+
+
+def child(args: argparse.Namespace) -> int:
+    """One `corpus add` of `args.child` in this process (whatever code PYTHONPATH holds); prints JSON."""
     ws = Workspace.open(Path(tempfile.mkdtemp(prefix="bench-ingest-")))
     corpus = Corpus.from_workspace(ws) if args.vectors else Corpus(ws.db, None, ws.config.search.corpus)
     if args.vectors:
@@ -147,19 +165,7 @@ def child(args: argparse.Namespace) -> int:
     files = 1 if args.child.is_file() else sum(1 for p in args.child.rglob("*") if p.suffix in SUPPORTED)
     started = time.perf_counter()
 
-    def poll() -> None:  # a second reader, as `corpus search --mode bm25` in another terminal would be
-        conn = connect(ws.db_path, migrate=False)
-        reader = Corpus(conn, None, ws.config.search.corpus)
-        while not done.is_set() and not reader.search(args.query, 1, mode="bm25"):
-            time.sleep(0.05)
-        first.setdefault("t", time.perf_counter() - started)
-        finished = "select count(*) from corpus_sources where file_hash is not null"
-        while not done.is_set() and conn.execute(finished).fetchone()[0] < files:
-            time.sleep(0.2)  # every file's text in (today: its vectors too), seen from outside
-        first.setdefault("all_text", time.perf_counter() - started)
-        conn.close()
-
-    poller = threading.Thread(target=poll, daemon=True)
+    poller = threading.Thread(target=watch, args=(ws, args, files, started, done, first), daemon=True)
     poller.start()
     if args.seconds:
         signal.signal(signal.SIGALRM, signal.default_int_handler)  # raises KeyboardInterrupt
@@ -198,8 +204,11 @@ def child(args: argparse.Namespace) -> int:
 
 
 def start(code: Path, target: Path, *flags: str) -> subprocess.Popen[str]:
-    """Start `child` on `target` in a fresh process importing deepresearch from `code`."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    """Start `child` on `target` in a fresh process importing deepresearch from `code`, with a model
+    cache of its own (two versions sharing one would each remove the other's corrected model)."""
+    cache = Path(tempfile.gettempdir()) / f"bench-ingest-models-{hashlib.sha256(str(code).encode()).hexdigest()[:10]}"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(code), "XDG_CACHE_HOME": str(cache)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(target), *flags]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -235,12 +244,20 @@ def gemm_rate(rounds: int = 3) -> float:
     return LINEAR_GFLOP / 6 * 32 / best
 
 
-def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0) -> dict[str, Any]:
-    """Today's ingest and this tree's, both at once, on one folder (cut after `seconds` if not 0)."""
+def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0, alone: bool = False) -> dict[str, Any]:
+    """Today's ingest and this tree's on one folder (cut after `seconds` if not 0): both at once, or
+    (`alone`) one after the other, the order alternating between rounds."""
     ours = Path(__file__).resolve().parent.parent
     runs: dict[str, list[dict[str, Any]]] = {"today": [], "new": []}
     flags = ("--vectors", "--tokens", "--seconds", str(seconds))
-    for _ in range(rounds):
+    for round_ in range(rounds):
+        if alone:
+            # One at a time: at once, a process whose idle threads spin (today's) takes a larger
+            # share of a busy machine than one whose threads sleep; alternating the order evens
+            # out a load that drifts.
+            for label in ("today", "new") if round_ % 2 == 0 else ("new", "today"):
+                runs[label].append(spawn(today if label == "today" else ours, folder, *flags))
+            continue
         # Both at once: on a machine shared with other jobs they then see the same load (and
         # share the same cores), so their ratio holds even when absolute times do not.
         children = {"today": start(today, folder, *flags), "new": start(ours, folder, *flags)}
@@ -264,6 +281,7 @@ def bench_folder(folder: Path, today: Path, rounds: int, seconds: int = 0) -> di
             "share_of_bound": round(rate / bound, 3),
             "mean_tokens": tokens,
             "interrupted": last["interrupted"],
+            "median_seconds": statistics.median(r["seconds"] for r in results),
             "runs": results,
         }
     return out
@@ -306,6 +324,23 @@ def bench_text(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def print_ceiling(data_dir: Path, rounds: int) -> None:
+    """Print the model's and the float32 GEMMs' GFLOP/s (see `ceiling`) and what they bound."""
+    gflops = ceiling(data_dir, rounds)
+    torch_rate = gflops["torch model"] / CHUNK_GFLOP
+    best = max(gflops["numpy GEMM"], gflops["torch GEMM"])
+    print(f"{CHUNK_GFLOP:.2f} GFLOP per 256-token chunk ({LINEAR_GFLOP:.2f} in linear layers), medians:")
+    for label, rate in gflops.items():
+        print(
+            f"{label:<14}{rate:>6.0f} GFLOP/s" + (f"  {rate / CHUNK_GFLOP:5.1f} chunks/s" if "model" in label else "")
+        )
+    print(
+        f"2.5× torch = {2.5 * torch_rate:.1f} chunks/s needs {2.5 * torch_rate * LINEAR_GFLOP:.0f} GFLOP/s in the"
+        f" linear layers alone; the fastest float32 GEMM here bounds any float32 runtime at"
+        f" {best / LINEAR_GFLOP:.1f} chunks/s = {best / LINEAR_GFLOP / torch_rate:.2f}× torch"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the paired ingests and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -327,28 +362,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keywords-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tokens", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=int, default=0, help="--folder: cut both ingests after this long")
+    parser.add_argument("--alone", action="store_true", help="--folder: one ingest at a time, order alternating")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.child:
         return child(args)
     if args.folder or args.text_mb:
-        result = bench_folder(args.folder, args.today, args.rounds, args.seconds) if args.folder else bench_text(args)
+        if args.folder:
+            result = bench_folder(args.folder, args.today, args.rounds, args.seconds, args.alone)
+        else:
+            result = bench_text(args)
         print(json.dumps(result, indent=2))
         return 0
     if args.ceiling:
-        gflops = ceiling(args.data_dir, args.rounds)
-        torch_rate = gflops["torch model"] / CHUNK_GFLOP
-        best = max(gflops["numpy GEMM"], gflops["torch GEMM"])
-        print(f"{CHUNK_GFLOP:.2f} GFLOP per 256-token chunk ({LINEAR_GFLOP:.2f} in linear layers), medians:")
-        for label, rate in gflops.items():
-            print(
-                f"{label:<14}{rate:>6.0f} GFLOP/s"
-                + (f"  {rate / CHUNK_GFLOP:5.1f} chunks/s" if "model" in label else "")
-            )
-        print(
-            f"2.5× torch = {2.5 * torch_rate:.1f} chunks/s needs {2.5 * torch_rate * LINEAR_GFLOP:.0f} GFLOP/s in the"
-            f" linear layers alone; the fastest float32 GEMM here bounds any float32 runtime at"
-            f" {best / LINEAR_GFLOP:.1f} chunks/s = {best / LINEAR_GFLOP / torch_rate:.2f}× torch"
-        )
+        print_ceiling(args.data_dir, args.rounds)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -76,7 +76,7 @@ def test_vectors_of_both_backends_agree_on_real_sentences(onnx, reference):
 
 @pytest.mark.slow
 def test_the_weight_correction_brings_the_int8_model_closer_to_the_reference(onnx, reference):
-    assert onnx.correction == embed.SHIPPED_TOKENIZER / CORRECTION_FILE
+    assert onnx.correction is not None and onnx.correction.file == embed.SHIPPED_TOKENIZER / CORRECTION_FILE
     plain = OnnxEmbedder(onnx.onnx_path, onnx.tokenizer_path, onnx.model_id, max_length=onnx.max_length)
     texts = [*SENTENCES, LONG]
     theirs = reference.embed_batch(texts)
@@ -152,6 +152,27 @@ def test_length_batches_group_similar_lengths_within_the_budget():
     assert batches[0] == [1, 3, 4]  # the three shortest together, not padded to 256
     for batch in batches:
         assert len(batch) <= 3 and len(batch) * max(lengths[i] for i in batch) <= 8192
+
+
+def test_unpadded_batches_hold_one_length_within_the_budget():
+    """The rewritten model's attention has no padding mask: each batch holds texts of one length."""
+    embedder = OnnxEmbedder(Path("m.onnx"), Path("t.json"), "m", batch_size=3)
+    lengths = [256, 5, 256, 6, 5, 256, 5, 5, 256]
+    batches = embedder.batches(lengths, same_length=True)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert [len({lengths[i] for i in b}) for b in batches] == [1] * len(batches)
+    assert batches == [[1, 4, 6], [7], [3], [0, 2, 5], [8]]  # ascending length, at most batch_size each
+
+
+def test_unpadded_batches_give_the_vectors_of_one_text_at_a_time(real_embedder):  # type: ignore[no-untyped-def]
+    """Chunks of real pages, most filling the 256-token window, the rest of many lengths: batched
+    (one length per batch, no padding) they get the vectors each gets alone."""
+    assert isinstance(real_embedder, OnnxEmbedder) and real_embedder.correction is not None
+    texts = [LONG, *SENTENCES, LONG[:700], LONG.upper(), *(LONG[: 200 + 37 * i] for i in range(12)), LONG[1:]]
+    batched = real_embedder.embed_batch(texts)
+    assert real_embedder._unpadded  # the rewritten model was loaded: the unpadded path ran
+    alone = np.concatenate([real_embedder.embed_batch([t]) for t in texts])
+    np.testing.assert_allclose(batched, alone, atol=2e-5)
 
 
 def test_auto_falls_back_to_sentence_transformers_without_onnx_files(tmp_path):

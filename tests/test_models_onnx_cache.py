@@ -17,7 +17,7 @@ import pytest
 
 from deepresearch.files import stat_record
 from deepresearch.models import embed, onnx_model
-from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
+from deepresearch.models.onnx_embed import CORRECTION_FILE, Correction, OnnxEmbedder
 
 CORRECTION = embed.SHIPPED_TOKENIZER / CORRECTION_FILE
 SENTENCES = ["SQLite in WAL mode lets readers continue while one writer appends.", "GPU shipments rose 40%."]
@@ -25,7 +25,7 @@ SENTENCES = ["SQLite in WAL mode lets readers continue while one writer appends.
 
 def _embedder(cache_dir):  # type: ignore[no-untyped-def]
     source, tokenizer = embed.onnx_files(None)
-    return OnnxEmbedder(source, tokenizer, embed.DEFAULT_MODEL_ID, correction=CORRECTION, cache_dir=cache_dir)
+    return OnnxEmbedder(source, tokenizer, embed.DEFAULT_MODEL_ID, correction=Correction(CORRECTION, cache_dir))
 
 
 @pytest.fixture(scope="module")

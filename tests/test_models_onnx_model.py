@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from deepresearch.models import embed
-from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder
+from deepresearch.models.onnx_embed import CORRECTION_FILE, Correction, OnnxEmbedder
 from deepresearch.models.onnx_graph import Node, fields, length_delimited
 from deepresearch.models.onnx_model import corrected_model, corrected_weights, rewrite
 
@@ -26,7 +26,7 @@ CORRECTION = embed.SHIPPED_TOKENIZER / CORRECTION_FILE
 def embedder(cache_dir, onnx_path=None):
     source, tokenizer = embed.onnx_files(None)
     return OnnxEmbedder(
-        onnx_path or source, tokenizer, embed.DEFAULT_MODEL_ID, correction=CORRECTION, cache_dir=cache_dir
+        onnx_path or source, tokenizer, embed.DEFAULT_MODEL_ID, correction=Correction(CORRECTION, cache_dir)
     )
 
 
@@ -46,7 +46,7 @@ def test_the_corrected_model_is_written_once_and_reused(tmp_path, reference_vect
     first = embedder(tmp_path / "cache")
     vectors = first.embed_batch(SENTENCES)
     (path,) = cached_files(tmp_path / "cache")
-    assert path.name.startswith("model-corrected-") and first.correction == CORRECTION
+    assert path.name.startswith("model-corrected-") and first.correction == Correction(CORRECTION, tmp_path / "cache")
     stamp = (path.stat().st_ino, path.stat().st_mtime_ns)
     second = embedder(tmp_path / "cache")
     assert np.array_equal(second.embed_batch(SENTENCES), vectors)
@@ -137,15 +137,16 @@ def test_the_rewritten_graph_looks_rows_up_first_and_fuses_gelu_and_attention(tm
     assert ops.count("MultiHeadAttention") == 6 and ops.count("BiasGelu") == 6
     assert not {"IsNaN", "Where", "Softmax", "Erf", "Transpose", "Reshape"} & set(ops)
     attention = next(n for n in nodes if n.op_type == "MultiHeadAttention")
-    assert attention.int_attributes()["num_heads"] == 12 and attention.inputs[4] == "attention_mask_int32"
+    assert attention.int_attributes()["num_heads"] == 12 and attention.inputs == attention.inputs[:3]  # no mask
     lookups = {node.inputs[0] for node in nodes if node.op_type == "Gather"}
     assert "inner.embeddings.word_embeddings.weight_q" in lookups  # int8 rows, not a dequantized table
     assert "inner.embeddings.word_embeddings.weight_scale" in lookups
     assert not any("inner.embeddings.word_embeddings.weight_q" in n.inputs for n in nodes if n.op_type == "Cast")
 
 
-def test_padding_does_not_change_a_vector(tmp_path):
-    """The fused attention masks padded keys: a text alone and batched with longer texts agree."""
+def test_batching_does_not_change_a_vector(tmp_path):
+    """Batches hold texts of one length (the fused attention has no padding mask): a text alone and
+    batched with longer texts agree."""
     model = embedder(tmp_path)
     texts = [*SENTENCES, " ".join(SENTENCES * 8)] * 3  # ≥ BULK_TEXTS: the optimized session
     batched = model.embed_batch(texts)
@@ -176,7 +177,7 @@ def test_gelu_is_fused_only_where_the_whole_pattern_holds():
         assert fused_gelu(*changed) == changed[0]
 
 
-def test_attention_is_fused_only_with_a_key_padding_mask_from_attention_mask():
+def test_attention_is_fused_only_where_its_mask_is_the_key_padding_of_attention_mask():
     from deepresearch.models.onnx_graph import fused_attention
 
     def graph(mask_source: str) -> list[Node]:
@@ -201,7 +202,7 @@ def test_attention_is_fused_only_with_a_key_padding_mask_from_attention_mask():
     scalars = {"s": (1 / 32**0.5) ** 0.5, "zero": 0.0, "lowest": -3.4e38}
     fused = fused_attention(graph("attention_mask"), shapes, scalars)
     (attention,) = [n for n in fused if n.op_type == "MultiHeadAttention"]
-    assert attention.inputs == ["q", "k", "v", "", "attention_mask_int32"] and attention.outputs == ["out"]
+    assert attention.inputs == ["q", "k", "v"] and attention.outputs == ["out"]  # unpadded batches need no mask
     assert attention.int_attributes()["num_heads"] == 12
     other = graph("causal_mask")
     assert fused_attention(other, shapes, scalars) == other

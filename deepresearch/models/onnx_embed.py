@@ -6,10 +6,12 @@ WordPiece-tokenize (lower-cased by the tokenizer's normalizer), truncate to the 
 vectors match the torch reference (cosine ≥ 0.999 per sentence on STS-B dev, see
 docs/BENCHMARKS.md) and a database built by either backend is read by the other.
 
-Texts are embedded in batches of similar token length: padding a 10-token sentence to the
-256 tokens of a long chunk would multiply its cost, and sorting by length removes that. A
-call with many texts is tokenized and run `TOKENIZE_TEXTS` at a time, so its memory is one
-slice's tokens plus the result, however many texts it is given.
+Texts are embedded in batches of one token length (`batches`): the corrected model's attention
+has no key padding mask, so that onnxruntime runs its flash attention kernel, and a batch must
+not be padded (text chunks mostly fill the 256-token window, so most batches are full anyway).
+The plain ONNX file (no correction) masks its padding: its batches hold texts of similar
+length, padded to the longest. A call with many texts is tokenized and run `TOKENIZE_TEXTS` at
+a time, so its memory is one slice's tokens plus the result, however many texts it is given.
 
 An int8 file can come with a weight correction (`CORRECTION_FILE`, made by
 scripts/make_int8_correction.py from the float32 reference weights): a few bits per weight of
@@ -26,6 +28,7 @@ import logging
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +40,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Tokens per batch (texts × padded length): large enough to keep the matrix kernels busy, small
-# enough to bound the activations. Measured on 128 SciFact abstracts (one process, load ≈15):
-# 8,192 tokens peaked at 605 MiB RSS, 4,096 at 432 MiB for 0.94× the speed, 2,048 at 346 MiB
-# for 0.81× (docs/BENCHMARKS.md, session 11).
-TOKENS_PER_BATCH = 4096
+# Tokens per batch (texts × padded length). Small batches are the fast ones once attention is
+# flash attention (no tokens² buffer): 256-token chunks of real HTML pages, paired in one process
+# at load 7-9 on 2 cores, ran 1.24-1.25× as fast in batches of 1-4 as in batches of 16 (4,096
+# tokens), 1.10× in batches of 8; four per batch keeps the per-run overhead small on a quiet
+# machine, and the activations are a few MiB (docs/BENCHMARKS.md, session 12).
+TOKENS_PER_BATCH = 1024
 # From this many texts in one call on, the model is rebuilt with onnxruntime's graph
 # optimizations (int8·scale folded into float32 matrices once, fused kernels): that costs
 # ≈0.1 s and ≈80 MiB more at load, which a one-shot query (`kb query`) should not pay; bulk
@@ -93,6 +97,14 @@ def import_onnxruntime() -> Any:
     return ort
 
 
+@dataclass(frozen=True)
+class Correction:
+    """The weight correction of an int8 ONNX file, and where its corrected copy is cached."""
+
+    file: Path
+    cache_dir: Path | None = None  # None: the user's model cache (models/shipped.model_cache_dir)
+
+
 class OnnxEmbedder(Embedder):
     """A BERT-style sentence encoder in ONNX (`last_hidden_state` output) with mean pooling."""
 
@@ -105,13 +117,11 @@ class OnnxEmbedder(Embedder):
         max_length: int = 256,
         batch_size: int = 64,
         threads: int | None = None,
-        correction: Path | None = None,
-        cache_dir: Path | None = None,
+        correction: Path | Correction | None = None,
     ):
         self.onnx_path = onnx_path
         self.tokenizer_path = tokenizer_path
-        self.correction = correction
-        self.cache_dir = cache_dir
+        self.correction = Correction(correction) if isinstance(correction, Path) else correction
         self.model_id = model_id
         self.max_length = max_length
         self.batch_size = batch_size
@@ -122,6 +132,7 @@ class OnnxEmbedder(Embedder):
         self._inputs: list[str] = []
         self._dimension: int | None = None
         self._source: Path | bytes | None = None  # the corrected model, found or built once per process
+        self._unpadded = False  # the loaded model's attention has no key padding mask (see `batches`)
         self._lock = threading.Lock()
 
     def _model(self, rebuild: bool = False) -> Path | bytes:
@@ -134,8 +145,8 @@ class OnnxEmbedder(Embedder):
             from deepresearch.models.onnx_model import corrected_model
             from deepresearch.models.shipped import model_cache_dir
 
-            cache = self.cache_dir or model_cache_dir()
-            model = corrected_model(self.onnx_path, self.correction, cache, rebuild=rebuild)
+            cache = self.correction.cache_dir or model_cache_dir()
+            model = corrected_model(self.onnx_path, self.correction.file, cache, rebuild=rebuild)
             self._source = self.onnx_path if model is None else model
         return self._source
 
@@ -143,6 +154,9 @@ class OnnxEmbedder(Embedder):
         with self._lock:
             if self._session is not None and (self._optimized or not optimized):
                 return self._session
+            # a one-shot session giving way to the bulk one is let go first: building the bulk session
+            # beside it raised the peak RSS of an ingest by ≈50 MiB (a caller still running it keeps it)
+            self._session = None
             for path in (self.onnx_path, self.tokenizer_path):
                 if not path.is_file():
                     raise ModelNotFound(
@@ -174,6 +188,11 @@ class OnnxEmbedder(Embedder):
                 else:  # bulk: activations go back to the system after each batch instead of an arena
                     options.enable_cpu_mem_arena = False
                     _return_large_buffers()
+                    # Idle pool threads sleep instead of spinning: a spinning thread burns the time
+                    # the ingest's own reader thread (and any other job) needs, and on a busy machine
+                    # a descheduled thread keeps the others spinning at each barrier (paired, load
+                    # 7-9: 1.6× the speed without spinning; session 12 in docs/BENCHMARKS.md).
+                    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 model = self._model()
                 try:
                     session = self._session_of(ort, model, options)
@@ -186,6 +205,7 @@ class OnnxEmbedder(Embedder):
             except Exception as exc:
                 raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
             self._inputs = [i.name for i in session.get_inputs()]
+            self._unpadded = model != self.onnx_path  # the rewritten model (onnx_graph.fused_attention)
             width = session.get_outputs()[0].shape[-1]
             self._dimension = int(width) if isinstance(width, int) else None
             self._session, self._optimized = session, optimized
@@ -204,14 +224,16 @@ class OnnxEmbedder(Embedder):
             self._dimension = int(self.embed_batch(["dimension probe"]).shape[1])
         return self._dimension
 
-    def batches(self, lengths: list[int]) -> list[list[int]]:
-        """Indexes grouped into batches of similar token length, each within the token budget."""
+    def batches(self, lengths: list[int], same_length: bool = False) -> list[list[int]]:
+        """Indexes grouped into batches within the token budget: texts of similar length (padded to the
+        longest), or of one length (`same_length`: no padding, for the rewritten model)."""
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
         out: list[list[int]] = []
         current: list[int] = []
         for index in order:
             # lengths ascend, so this text is the longest of the batch it joins
-            if current and (len(current) >= self.batch_size or (len(current) + 1) * lengths[index] > TOKENS_PER_BATCH):
+            full = len(current) >= self.batch_size or (len(current) + 1) * lengths[index] > TOKENS_PER_BATCH
+            if current and (full or (same_length and lengths[current[0]] != lengths[index])):
                 out.append(current)
                 current = []
             current.append(index)
@@ -245,7 +267,7 @@ class OnnxEmbedder(Embedder):
         encodings = self._tokenizer.encode_batch([str(t)[:limit].strip() for t in texts])
         lengths = [len(e.ids) for e in encodings]
         result = np.empty((len(texts), 0), dtype=np.float32)
-        for batch in self.batches(lengths):
+        for batch in self.batches(lengths, self._unpadded):
             width = max(lengths[i] for i in batch)
             feeds = {
                 name: np.zeros((len(batch), width), dtype=np.int64)

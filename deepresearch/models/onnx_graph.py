@@ -8,7 +8,10 @@ only where its whole pattern is found, each giving the same numbers up to float 
 - `fused_gelu`: bias add + erf GELU (six elementwise passes) as one com.microsoft BiasGelu;
 - `fused_attention`: the exported scaled-dot-product attention (scale muls, reshapes and
   transposes, mask add, softmax, two batched products) as one com.microsoft MultiHeadAttention
-  with the attention mask as key padding mask;
+  **without** the key padding mask: onnxruntime runs its flash attention kernel only without a
+  mask (no batch × heads × tokens² score buffer: 1.19× the speed of a full 4,096-token batch,
+  ≈100 MiB less peak memory), so the rewritten model must be fed unpadded batches, every row of
+  a batch the same length (what `OnnxEmbedder` does with it);
 then nodes nothing reads any more are dropped.
 Wire format: a field is a varint key (number << 3 | wire type) and a value; wire type 2 values
 carry a varint length. NodeProto: 1 input, 2 output, 4 op_type, 5 attribute, 7 domain;
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -206,14 +208,6 @@ def without_nan_guard(nodes: list[Node]) -> list[Node]:
     return kept
 
 
-def attribute_float(name: str, value: float) -> bytes:
-    """A NodeProto.attribute field holding a FLOAT AttributeProto (name 1, f 2, type 20 = FLOAT)."""
-    encoded = name.encode()
-    body = length_delimited(1, len(encoded)) + encoded + encode_varint(2 << 3 | 5) + struct.pack("<f", value)
-    body += encode_varint(20 << 3) + encode_varint(1)
-    return length_delimited(5, len(body)) + body
-
-
 def fused_gelu(nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float]) -> list[Node]:
     """`y = x · ½(1 + erf(x / √2))` on `x = MatMul + bias` as one com.microsoft BiasGelu(MatMul, bias)."""
     producer, consumers = _links(nodes)
@@ -275,11 +269,10 @@ def _ancestry(producer: dict[str, Node], name: str) -> set[str]:
     return seen
 
 
-def fused_attention(
-    nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float], mask: str = "attention_mask_int32"
-) -> list[Node]:
+def fused_attention(nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float]) -> list[Node]:
     """Each exported `softmax(q·kᵀ·scale + mask_bias)·v` with its head split and merge as one
-    com.microsoft MultiHeadAttention on the projections, with `mask` (int32, batch × tokens)."""
+    com.microsoft MultiHeadAttention on the projections, without the mask: only where the mask is
+    the key padding of `attention_mask`, which an unpadded batch (all rows one length) never needs."""
     producer, consumers = _links(nodes)
     replaced: dict[int, Node] = {}
     for softmax in (n for n in nodes if n.op_type == "Softmax"):
@@ -303,14 +296,9 @@ def fused_attention(
         heads = bias[0] / head_size if len(bias) == 1 else 0
         if not (math.isclose(heads, round(heads), rel_tol=1e-4) and heads >= 1):
             continue
-        attributes = attribute_int("num_heads", round(heads)) + attribute_float("mask_filter_value", masked)
-        replaced[id(reshape)] = _contrib(
-            [query[0], key[0], value[0], "", mask], reshape.outputs, "MultiHeadAttention", attributes
-        )
-    if not replaced:
-        return nodes
-    cast = Node(["attention_mask"], [mask], "Cast", attribute_int("to", 6))  # int32
-    return [cast, *(replaced.get(id(n), n) for n in nodes)]
+        projections, heads_attribute = [query[0], key[0], value[0]], attribute_int("num_heads", round(heads))
+        replaced[id(reshape)] = _contrib(projections, reshape.outputs, "MultiHeadAttention", heads_attribute)
+    return [replaced.get(id(n), n) for n in nodes]
 
 
 def without_unused(nodes: list[Node], outputs: list[str]) -> list[Node]:

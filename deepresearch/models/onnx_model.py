@@ -9,13 +9,14 @@ it as it is, bulk embedding with graph optimizations that fold `Cast × scale` i
 matrices once. The node rewrites of `onnx_graph` go with it (same numbers up to rounding
 order): token rows looked up before they are dequantized (kb query peak RSS 260 → 140 MiB),
 the export's never-firing NaN guard after each softmax dropped, GELU and attention fused into
-onnxruntime's BiasGelu and MultiHeadAttention kernels (ingest 0.58 → 0.89× torch). The copy
-is keyed by sha256 of the ONNX file, the correction and `FORMAT`, written atomically (copies of
-older sources are removed) and never downloaded; where the cache folder cannot be written the
-same bytes are built in memory. The file is trusted by its content, not its name: a record of
-its sha256 and stat is written beside it, and a symbolic link, a file whose bytes changed, or a
-file or folder another user owns or can write is rebuilt (in memory, with a warning naming the
-fix, when the folder itself is not private).
+onnxruntime's BiasGelu and MultiHeadAttention kernels (ingest 0.58 → 0.89× torch), the attention
+without its key padding mask so onnxruntime runs its flash kernel (the embedder feeds this model
+unpadded batches). The copy is keyed by sha256 of the ONNX file, the correction and `FORMAT`,
+written atomically (copies of older sources are removed) and never downloaded; where the cache
+folder cannot be written the same bytes are built in memory. The file is trusted by its
+content, not its name: a record of its sha256 and stat is written beside it, and a symbolic
+link, a file whose bytes changed, or a file or folder another user owns or can write is
+rebuilt (in memory, with a warning naming the fix, when the folder itself is not private).
 
 No `onnx` package at run time: the ONNX protobuf is edited on the wire (ModelProto field 7 is
 the graph, 8 an opset import; GraphProto field 1 a node, 5 an initializer, 12 an output;
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Part of the cache key: bump it when the rewrite changes, so older cache files are not used.
-FORMAT = 3
+FORMAT = 4  # 4: attention without the key padding mask (onnx_graph.fused_attention)
 _FLOAT16 = 10  # TensorProto.DataType
 
 
