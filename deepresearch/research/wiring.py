@@ -87,6 +87,7 @@ def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
         facts_per_source=cfg.research.facts_per_source,
         max_tokens=cfg.research.max_tokens,
         reader_tokens=cfg.research.reader_tokens,
+        second_read=cfg.research.second_read,
     )
     for key, value in overrides.items():
         if value is not None:
