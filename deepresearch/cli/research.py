@@ -63,11 +63,14 @@ def research(
 ) -> None:
     """Research a question: recall, plan, search, summarize, extract, reflect, report."""
     from deepresearch.errors import InputError, SearchError
-    from deepresearch.kb.lifecycle import effective_mode
-    from deepresearch.research.loop import options_from_config, run_research
 
     if not resume and not (question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
+    # The first progress line before the loop's imports and the models load (seconds on a busy machine).
+    status(f"resuming run {resume}" if resume else f"research: {(question or '').strip()[:200]}")
+    from deepresearch.kb.lifecycle import effective_mode
+    from deepresearch.research.loop import options_from_config, run_research
+
     given = (
         question,
         loops,
