@@ -164,25 +164,25 @@ class HopModel(FakeChatModel):
     """A reader that cannot answer from the first evidence, names the director as the missing
     hop, and answers from the hop's passage once it is in the evidence."""
 
-    def __init__(self, hop: dict) -> None:
+    def __init__(self, hop: object, first: str = "", second: str = "Tromsø") -> None:
         super().__init__()
-        self.hop = hop
+        self.hop, self.first, self.second = hop, first, second
 
     def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
         prompt = messages[-1]["content"]
         if '"entity"' in prompt:
             reply: object = self.hop
         elif "Tromsø" in prompt:
-            reply = {"answer": "Tromsø", "sources": []}
+            reply = {"answer": self.second, "sources": []}
         else:
-            reply = {"answer": "", "sources": []}
+            reply = {"answer": self.first, "sources": []}
         self.replies = [reply]
         return super().complete(messages, schema, max_tokens, temperature)
 
 
-def _hop_run(workspace, embedder, hop, second_read=True):  # type: ignore[no-untyped-def]
+def _hop_run(workspace, embedder, hop, second_read=True, **replies):  # type: ignore[no-untyped-def]
     backend = KeywordBackend(TWO_HOP)
-    deps = make_deps(workspace, embedder, HopModel(hop), backend, cache=False, model_steps=("answer",))
+    deps = make_deps(workspace, embedder, HopModel(hop, **replies), backend, cache=False, model_steps=("answer",))
     options = RunOptions(loops=1, queries=2, second_read=second_read)  # one loop: the loop itself takes no hop
     result = run_research(workspace, QUESTION, options, deps=deps)
     return result, backend, RunStore(workspace.db).load_state(result.run_id)
@@ -239,3 +239,13 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
     assert check_reading({"answer": "thriller film", "sources": ["S1"]}, state, evidence) is None
     assert check_reading({"answer": "1986", "sources": ["S1"]}, state, evidence)["text"] == "1986"  # type: ignore[index]
+
+
+def test_the_entity_still_to_look_up_is_never_the_answer(workspace, fake_embedder):
+    hop = {"entity": "Mara Quell", "question": "Where did Mara Quell grow up?"}
+    # The first read answered with the director, the model then asked about her: the hop's answer stands.
+    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Mara Quell")
+    assert result.short_answer == "Tromsø" and state.short_answer["hop"]["first_read"] == "Mara Quell"
+    # The second read names her again: no answer rests on the step on the way.
+    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Mara Quell", second="Mara Quell")
+    assert result.short_answer is None and state.short_answer["method"] == "abstained"

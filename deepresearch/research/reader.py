@@ -233,7 +233,9 @@ def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
             second, work, hop = hopped
             update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops", "new_sources")}
             hop = {**hop, "first_read": (reading or {}).get("text"), "second_read": (second or {}).get("text")}
-            reading = {**(second or reading), "hop": hop} if second or reading else None
+            # The entity the model still needs a fact about is a step on the way, not the answer.
+            second, first = (None if r is None or is_entity(r["text"], hop["entity"]) else r for r in (second, reading))
+            reading = {**(second or first), "hop": hop} if second or first else None
     found = reading or extractive_answer(state, passages)
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
@@ -257,6 +259,11 @@ def wants_hop(state: ResearchState, deps: Deps, reading: dict[str, Any] | None) 
     if answers.question_type(state.topic) in ("yesno", "choice", "explain"):
         return False
     return HOP_WHEN == "spans" or reading is None
+
+
+def is_entity(text: str, entity: str) -> bool:
+    """Whether a span names the hop entity (the same words, or one inside the other)."""
+    return states(text, entity) or states(entity, text)
 
 
 def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, str] | None:
