@@ -11,6 +11,7 @@ import pytest
 
 from deepresearch.research.loop import run_research
 from deepresearch.research.reader import (
+    asked_shape,
     check_hop,
     check_reading,
     fits_question,
@@ -232,7 +233,12 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert not fits_question("several", "number")
     assert fits_question("Mara Quell", "person") and not fits_question("top scorer", "person")
     assert fits_question("Tromsø", "place") and not fits_question("the town", "place")
-    assert fits_question("thriller", "entity")
+    assert fits_question("thriller", "entity") and fits_question("thriller", "")
+    assert asked_shape("When was it shot?") == "date" and asked_shape("In what year was it shot?") == "date"
+    assert asked_shape("How many towns are there?") == "number" and asked_shape("Who directed it?") == "person"
+    # A wh-word inside a clause does not say what is asked.
+    assert asked_shape("What position does the footballer who plays for Benfica play?") == ""
+    assert asked_shape("Under what name did he sing when he released Void?") == ""
     question = "When was Night Harbor shot?"
     state = ResearchState("r", question, RunOptions())
     state.sources = [Source("S1", "file:///a", "Night Harbor", TWO_HOP[FILM], question, 0)]

@@ -130,7 +130,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         text = option
     elif not new_to(text, stems(state.topic)):
         return None  # the question's own words are never its answer
-    elif SHAPE_CHECK and not fits_question(text, kind):
+    elif SHAPE_CHECK and not fits_question(text, asked_shape(state.topic)):
         return None
     pool = [sid for _, sid, _, _ in evidence] + [s.sid for s in state.sources]
     where = [sid for sid in cited if states(text, _full_text(state, sid))]
@@ -153,9 +153,24 @@ _MONTHS = re.compile(answers._MONTH, re.I)
 _CAPITALIZED = re.compile(r"(?:^|\s)[(\"'‘“]?[A-Z0-9]")
 
 
+_HEAD_SHAPES = (
+    (re.compile(r"^(?:in |by |since |until )?(?:when\b|(?:what|which) (?:year|date|decade|century)\b)"), "date"),
+    (re.compile(r"^(?:in |by )?how (?:many|much)\b"), "number"),
+    (re.compile(r"^(?:who|whom|whose)\b"), "person"),
+    (re.compile(r"^(?:where)\b"), "place"),
+)
+
+
+def asked_shape(question: str) -> str:
+    """The answer's shape the question's head asks for (date, number, person, place), from the
+    words that open it only: a "who" or "when" inside a clause ("the player who …") asks nothing."""
+    head = " ".join(question.strip().lower().split()[:4])
+    return next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
+
+
 def fits_question(text: str, kind: str) -> bool:
     """Whether a span has the shape the question asks for: a date or year for when/what year, a
-    number for how many/much, a name (a capitalized word) for who/where; other kinds any span."""
+    number for how many/much, a name (a capitalized word) for who/where; other shapes any span."""
     if kind == "date":
         return bool(answers.DATE.search(text) or re.search(r"\d", text) or _MONTHS.search(text))
     if kind == "number":
