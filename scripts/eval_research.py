@@ -181,6 +181,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     em_first, f1_first = headline_scores(hop["first_read"] if hop else result.short_answer, golds)
     return {
         "question": item["question"],
+        "run_id": result.run_id,
         "gold": item["answer"],
         "headline": result.short_answer,
         "method": found.get("method"),

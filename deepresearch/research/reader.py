@@ -258,7 +258,7 @@ def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
     return {"short_answer": found, **update}
 
 
-# When the hop read runs (chosen on MuSiQue/HotpotQA questions 0–39, docs/BENCHMARKS.md session 12):
+# When the hop read runs with `research.second_read` on (measured on MuSiQue 0–9, docs/BENCHMARKS.md session 12):
 # "unanswered" = only when the first read kept no answer; "spans" = for every span question.
 HOP_WHEN = "spans"
 HOP_PASSAGES = 3  # the hop search's best passages the second read adds

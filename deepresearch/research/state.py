@@ -31,7 +31,7 @@ class RunOptions:
     facts_per_source: int = 5
     max_tokens: int = 256
     reader_tokens: int = 500  # evidence the answer step's model reads, in tokens
-    second_read: bool = True  # a span question: one more search for the entity the model names, a second read
+    second_read: bool = False  # a span question: one more search for the entity the model names, a second read
 
 
 @dataclass
