@@ -14,6 +14,7 @@ from deepresearch.research.reader import (
     asked_shape,
     check_hop,
     check_reading,
+    counts_fit,
     fits_question,
     normalize_answer,
     reader_evidence,
@@ -87,8 +88,10 @@ def test_a_stated_span_is_kept_and_cited_from_the_passage_that_states_it(workspa
 
 def test_yes_no_is_accepted_only_for_a_yes_no_question(workspace, fake_embedder):
     question = "Are Alma Reyes and Bruno Tal both painters?"
-    result, _ = _run(workspace, fake_embedder, question, PAINTERS, {"answer": "yes", "sources": ["S1", "S2"]}, 1)
-    assert result.short_answer == "Yes" and result.report_stats["answer_method"] == "reader"
+    result, model = _run(workspace, fake_embedder, question, PAINTERS, {"answer": "no", "sources": ["S1", "S2"]}, 1)
+    # The comparison of the two passages answers a yes/no question; the model is not asked.
+    assert result.short_answer == "Yes" and result.report_stats["answer_method"] == "extractive"
+    assert model is not None and model.prompts("answer research") == []
     assert _answer_section(result.report).strip().startswith("**Yes.**")
     state = ResearchState("r", question, RunOptions())
     state.sources = [Source("S1", "file:///a", "Alma Reyes", PAINTERS["file:///corpus/alma.md"], question, 0)]
@@ -245,6 +248,9 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
     assert check_reading({"answer": "thriller film", "sources": ["S1"]}, state, evidence) is None
     assert check_reading({"answer": "1986", "sources": ["S1"]}, state, evidence)["text"] == "1986"  # type: ignore[index]
+    # A bare number answers a question that asks a quantity or a time, not "which film".
+    assert counts_fit("22,000", "What is the population of Leland?") and counts_fit("Leland", "Which town?")
+    assert not counts_fit("1986", "Which of the two films was shot in Leland?")
 
 
 def test_the_entity_still_to_look_up_is_never_the_answer(workspace, fake_embedder):

@@ -130,7 +130,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         text = option
     elif not new_to(text, stems(state.topic)):
         return None  # the question's own words are never its answer
-    elif SHAPE_CHECK and not fits_question(text, asked_shape(state.topic)):
+    elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
         return None
     pool = [sid for _, sid, _, _ in evidence] + [s.sid for s in state.sources]
     where = [sid for sid in cited if states(text, _full_text(state, sid))]
@@ -178,6 +178,19 @@ def fits_question(text: str, kind: str) -> bool:
     if kind in ("person", "place"):
         return bool(_CAPITALIZED.search(text))
     return True
+
+
+_BARE_NUMBER = re.compile(r"^[\d.,\s%$€£]+$")
+_ASKS_QUANTITY = re.compile(
+    r"\b(?:when|how|number|population|percent(?:age)?|year|date|age|score|rank(?:ed)?|total|amount|size|height|length"
+    r"|capacity|area|episode|season|edition|decade|century|time|record|many|much|long|old|tall|far)\b",
+    re.I,
+)
+
+
+def counts_fit(text: str, question: str) -> bool:
+    """A bare number answers only a question that asks for a quantity, a time or a rank."""
+    return not _BARE_NUMBER.match(text) or bool(_ASKS_QUANTITY.search(question))
 
 
 def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, Any]:
@@ -234,11 +247,22 @@ def read(
     return ask(deps, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
 
 
+# Yes/no and either-or questions: the deterministic comparison answers when it can, the model
+# only when it cannot (on HotpotQA 0–19 the comparison was right 5 times in 6, the model 2).
+COMPARISONS_FIRST = True
+
+
 def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
-    """The run's short answer: the model's reading when the evidence supports it (after a hop
-    read for a question the first read could not answer), else the confident extractive
-    answer, else an abstention. The hop's search joins the run's pool (sources, hops)."""
+    """The run's short answer: for a yes/no or either-or question the comparison of the passages
+    when it answers; otherwise the model's reading when the evidence supports it (with a hop read
+    if `research.second_read`), else the confident extractive answer, else an abstention. The
+    hop's search joins the run's pool (sources, hops)."""
     passages = cited_passages(state)
+    if answers.question_type(state.topic) in TRUSTED_KINDS and COMPARISONS_FIRST:
+        compared = extractive_answer(state, passages)  # yes/no, either-or: the comparison of the passages
+        if compared.get("text"):
+            deps.progress("answer", text=compared["text"], method=compared["method"])
+            return {"short_answer": compared}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
     reading, raw = read(state, deps, evidence)
     update: dict[str, Any] = {}
