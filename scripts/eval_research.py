@@ -158,6 +158,23 @@ def gold_titles(item: dict) -> set[str]:
     return {t for t, *_ in item["supporting_facts"]}
 
 
+def hop_figures(found: dict, headline: str | None, golds: list[str]) -> dict:
+    """The hop read's entity and query, both reads, and the scores the first read alone would have had."""
+    hop = found.get("hop") or {}
+    first = hop["first_read"] if hop else headline  # without the hop read: the first read's answer
+    em, f1 = headline_scores(first, golds)
+    return {
+        "em_no_hop": em,
+        "f1_no_hop": f1,
+        "wrong_no_hop": bool(first) and f1 < 0.5,
+        "hopped": bool(hop),
+        "hop_entity": hop.get("entity"),
+        "hop_query": hop.get("query"),
+        "first_read": hop.get("first_read"),
+        "second_read": hop.get("second_read"),
+    }
+
+
 def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> dict:
     """Per-question figures of one research run."""
     gold = gold_titles(item)
@@ -176,9 +193,6 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     guess = found.get("unconfirmed")
     # Without the extractive confidence rule the unconfirmed candidate would have been the headline.
     em_all, f1_all = headline_scores(result.short_answer or guess, golds)
-    hop = found.get("hop") or {}
-    # Without the hop read the headline would have been the first read's (abstaining when it kept none).
-    em_first, f1_first = headline_scores(hop["first_read"] if hop else result.short_answer, golds)
     return {
         "question": item["question"],
         "run_id": result.run_id,
@@ -193,14 +207,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "f1_no_rule": f1_all,
         "wrong_no_rule": bool(result.short_answer or guess) and f1_all < 0.5,
         "abstained_no_rule": not (result.short_answer or guess),
-        "em_no_hop": em_first,
-        "f1_no_hop": f1_first,
-        "wrong_no_hop": bool(hop["first_read"] if hop else result.short_answer) and f1_first < 0.5,
-        "hopped": bool(hop),
-        "hop_entity": hop.get("entity"),
-        "hop_query": hop.get("query"),
-        "first_read": hop.get("first_read"),
-        "second_read": hop.get("second_read"),
+        **hop_figures(found, result.short_answer, golds),
         "score": found.get("score"),
         "reader_rejected": found.get("reader_rejected"),
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,

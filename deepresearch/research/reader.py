@@ -267,14 +267,7 @@ def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
     reading, raw = read(state, deps, evidence)
     update: dict[str, Any] = {}
     if wants_hop(state, deps, reading):
-        hopped = hop_read(state, deps, evidence)
-        if hopped is not None:
-            second, work, hop = hopped
-            update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops", "new_sources")}
-            hop = {**hop, "first_read": (reading or {}).get("text"), "second_read": (second or {}).get("text")}
-            # The entity the model still needs a fact about is a step on the way, not the answer.
-            second, first = (None if r is None or is_entity(r["text"], hop["entity"]) else r for r in (second, reading))
-            reading = {**(second or first), "hop": hop} if second or first else None
+        reading, update = with_hop(state, deps, evidence, reading)
     found = reading or extractive_answer(state, passages)
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
@@ -303,6 +296,26 @@ def wants_hop(state: ResearchState, deps: Deps, reading: dict[str, Any] | None) 
 def is_entity(text: str, entity: str) -> bool:
     """Whether a span names the hop entity (the same words, or one inside the other)."""
     return states(text, entity) or states(entity, text)
+
+
+def with_hop(
+    state: ResearchState, deps: Deps, evidence: list[tuple[str, str, str, str]], reading: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the reading after a hop read, the state update of its search); the first reading and no
+    update when no hop was taken."""
+    hopped = hop_read(state, deps, evidence)
+    if hopped is None:
+        return reading, {}
+    second, work, named = hopped
+    update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops", "new_sources")}
+    hop: dict[str, Any] = {
+        **named,
+        "first_read": (reading or {}).get("text"),
+        "second_read": (second or {}).get("text"),
+    }
+    # The entity the model still needs a fact about is a step on the way, not the answer.
+    kept = [r for r in (second, reading) if r is not None and not is_entity(r["text"], named["entity"])]
+    return ({**kept[0], "hop": hop} if kept else None), update
 
 
 def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, str] | None:
