@@ -253,11 +253,12 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert not counts_fit("1986", "Which of the two films was shot in Leland?")
 
 
-def test_the_entity_still_to_look_up_is_never_the_answer(workspace, fake_embedder):
+def test_a_second_read_naming_the_entity_it_looked_up_has_not_answered(workspace, fake_embedder):
     hop = {"entity": "Mara Quell", "question": "Where did Mara Quell grow up?"}
     # The first read answered with the director, the model then asked about her: the hop's answer stands.
     result, _, state = _hop_run(workspace, fake_embedder, hop, first="Mara Quell")
     assert result.short_answer == "Tromsø" and state.short_answer["hop"]["first_read"] == "Mara Quell"
-    # The second read names her again: no answer rests on the step on the way.
-    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Mara Quell", second="Mara Quell")
-    assert result.short_answer is None and state.short_answer["method"] == "abstained"
+    # The second read names her again: the first read stands.
+    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Brunswick County", second="Mara Quell")
+    assert state.short_answer["hop"]["second_read"] == "Mara Quell"
+    assert result.short_answer == state.short_answer["hop"]["first_read"] == "Brunswick County"

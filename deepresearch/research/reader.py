@@ -313,9 +313,11 @@ def with_hop(
         "first_read": (reading or {}).get("text"),
         "second_read": (second or {}).get("text"),
     }
-    # The entity the model still needs a fact about is a step on the way, not the answer.
-    kept = [r for r in (second, reading) if r is not None and not is_entity(r["text"], named["entity"])]
-    return ({**kept[0], "hop": hop} if kept else None), update
+    # A second read that answers with the entity it was still looking up has not answered: the
+    # first read stands. (Dropping a first read that named the entity too lost right answers: the
+    # model often names its own answer as the entity to look up.)
+    kept = second if second is not None and not is_entity(second["text"], named["entity"]) else reading
+    return ({**kept, "hop": hop} if kept else None), update
 
 
 def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, str] | None:
