@@ -161,9 +161,10 @@ class KBConfig(_Section):
     )
     classify_with_model: bool = Field(
         False,
-        description="Ask the chat model whether a merge candidate pair is the same claim, an update, a"
-        " contradiction or distinct (its merged text must keep every detail of both facts); the"
-        " deterministic rule decides when this is off, the model fails, or its answer is refused.",
+        description="Ask the chat model for a second opinion (same / update / contradiction / distinct) on the"
+        " merge candidate pairs the update rule cannot decide, and let it propose merged texts (checked to"
+        " keep every detail); the rule alone decides when this is off, the model fails, or its answer is"
+        " refused. Off: on RGB and STS-B it did not pay (docs/BENCHMARKS.md, Session 12, issue 26).",
     )
     ram_index_min_facts: int = Field(
         20000, ge=0, description="From this many facts on, recall searches an in-RAM matrix, not sqlite-vec."

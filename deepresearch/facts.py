@@ -23,7 +23,10 @@ LIFECYCLE_MODES: tuple[str, ...] = ("off", "inform", "freshness", "lifecycle")
 DEFAULT_LIFECYCLE_MODE = "freshness"
 FRESHNESS_LEVELS: tuple[str, ...] = ("high", "medium", "low")
 
-Status = Literal["active", "superseded", "expired"]
+# Every status a fact can have, in one order: the compact vector copy stores a status as its index
+# here (kb/codes.py), so existing files need this order kept and a new status appended.
+STATUSES: tuple[str, ...] = ("active", "expired", "superseded")
+Status = Literal["active", "expired", "superseded"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

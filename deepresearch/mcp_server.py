@@ -202,6 +202,14 @@ def build_server(
     and a report resource per run. `research_deps(ws, options)` replaces the real models and
     backend of research runs (as `run_research(deps=…)` does; tests plug fakes in here)."""
     server = DeepResearchServer(workspace, allow_write=allow_write, research_deps=research_deps)
+    _add_search_tools(server)
+    _add_write_tools(server)
+    _add_run_views(server)
+    return server
+
+
+def _add_search_tools(server: DeepResearchServer) -> None:
+    """The read-only tools: kb_query (recall) and corpus_search."""
 
     @server.tool(annotations=READ_ONLY)
     def kb_query(
@@ -244,6 +252,10 @@ def build_server(
             results = Corpus.from_workspace(ws).search(query, n, mode=chosen)
         return {"query": query, "backend": "corpus", "mode": chosen, "results": to_jsonable(results)}
 
+
+def _add_write_tools(server: DeepResearchServer) -> None:
+    """The tools that may write the KB: kb_add (needs --allow-write) and research."""
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
     def kb_add(
         text: Annotated[str, Field(min_length=1, description="The fact: one self-contained, checkable sentence.")],
@@ -274,8 +286,8 @@ def build_server(
             Optional[int], Field(ge=1, strict=True, description="Reflection loops at most (default: config).")
         ] = None,
     ) -> dict[str, Any]:
-        """Research a question: recall, plan, search, summarize, extract, reflect, and write a cited
-        report (as `deepresearch research --json`: report, sources, facts, …). Progress arrives as
+        """Research a question: recall, plan, search, rank the evidence, extract, reflect, answer, and
+        write a cited report (as `deepresearch research --json`: report, sources, facts, …). Progress arrives as
         progress notifications; cancelling stops the run at its next step (resumable from the CLI).
         Without --allow-write the run does not store facts in the knowledge base."""
         stop, started, done = threading.Event(), threading.Event(), threading.Event()
@@ -289,6 +301,10 @@ def build_server(
                 while started.is_set() and not done.is_set():
                     await anyio.sleep(0.05)
             raise
+
+
+def _add_run_views(server: DeepResearchServer) -> None:
+    """Saved runs: the runs_show tool and a report resource per run."""
 
     @server.tool(annotations=READ_ONLY)
     def runs_show(
@@ -319,8 +335,6 @@ def build_server(
                 f" `deepresearch research --resume {record.id}`"
             )
         return record.report
-
-    return server
 
 
 def _research(

@@ -90,7 +90,7 @@ MIGRATIONS: list[Migration] = [
         create index fact_history_fact on fact_history (fact_id, seq);
         """,
     ),
-    # trigram tokenizer: keyword recall must work on CJK text, which has no spaces (DESIGN §8).
+    # trigram tokenizer: keyword recall must work on CJK text, which has no spaces between words.
     Migration(
         "m102_fact_fts",
         """

@@ -3,7 +3,7 @@
 Every prompt is a `Prompt` with named `$slots` (string.Template syntax, so JSON braces in
 the text need no escaping). `prompt.messages(**slots)` fills them and refuses missing or
 unknown slots, so a renamed slot fails loudly instead of sending a half-filled prompt.
-The research loop keeps its own prompts in `deepresearch/research/prompts.py`.
+The research loop keeps its own prompts, on the same `Prompt`, in `deepresearch/research/prompts.py`.
 """
 
 from __future__ import annotations
@@ -120,33 +120,34 @@ MERGE_SCHEMA: dict[str, Any] = {
     "required": ["merged", "contradiction"],
 }
 
-CLASSIFY_FACTS = Prompt(
-    name="classify_facts",
+JUDGE_VERDICTS = ("same", "update", "contradiction", "distinct")
+
+JUDGE_FACTS = Prompt(
+    name="judge_facts",
     system=(
-        "You compare two facts. Say whether they are the same claim, an update (the same subject and "
-        "attribute with a newer value), a contradiction (values that cannot both be true, with no "
-        "reason to prefer the new one), or distinct facts (about different subjects, attributes or "
-        "times). For same and update, also merge them into one sentence that keeps every detail of "
-        "the old fact that the new one does not replace, takes the new value, and adds nothing. "
-        "Answer with JSON only."
+        "You compare two facts, in any language, and answer with one relation.\n"
+        "distinct: they state different things: another subject, event, action, attribute or time,"
+        " or one says something the other does not.\n"
+        "same: they state the same thing in other words; no value differs.\n"
+        "update: they state the same thing about the same subject, except one value (a number, date,"
+        " name or title) that the new fact changes.\n"
+        "contradiction: like update, but the two values cannot both be true.\n"
+        "When unsure, answer distinct. Answer with JSON only."
     ),
     user=(
-        "Old fact: $old\nNew fact: $new\n\n"
-        'Example: old "The cat is 2 years old and very clingy", new "The cat is 3 years old" -> '
-        '{"relation": "update", "merged": "The cat is 3 years old and very clingy"}\n'
-        'Example: old "Paris has 2.1 million inhabitants", new "Rome has 2.8 million inhabitants" -> '
-        '{"relation": "distinct", "merged": ""}\n'
-        'Answer as {"relation": "same" | "update" | "contradiction" | "distinct", "merged": "..."}'
+        'Old: "Paris has 2.1 million inhabitants." New: "Rome has 2.8 million inhabitants." -> distinct\n'
+        'Old: "A man is playing a guitar." New: "A man is playing a flute." -> distinct\n'
+        'Old: "The prize went to Ana María Ruiz in 2019." New: "In 2019 the prize was awarded to Li Wei." -> update\n'
+        'Old: "立法会共有70个议席。" New: "立法会总共有70个议席。" -> same\n'
+        "Old: $old\nNew: $new\n"
+        'Answer as {"relation": "distinct" | "same" | "update" | "contradiction"}'
     ),
 )
 
-CLASSIFY_SCHEMA: dict[str, Any] = {
+JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "relation": {"enum": ["same", "update", "contradiction", "distinct"]},
-        "merged": {"type": "string"},
-    },
-    "required": ["relation", "merged"],
+    "properties": {"relation": {"enum": list(JUDGE_VERDICTS)}},
+    "required": ["relation"],
 }
 
 JSON_RETRY = Prompt(

@@ -235,7 +235,7 @@ def build_bulk(size, texts, vectors, queries, qvecs, args):
 def kb_truth(conn) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(rids, vectors, lifecycle columns) as stored: exact search over them is the ground truth."""
     from deepresearch.facts import CATEGORIES
-    from deepresearch.kb.index import read_all_vectors
+    from deepresearch.kb.engines import read_all_vectors
 
     rids, matrix = read_all_vectors(conn)
     meta = {r[0]: r[1:] for r in conn.execute("select rid, category, status, verified_at, confidence from facts")}

@@ -81,7 +81,7 @@ def bulk_build(work: Path, fact_texts: list[str], matrix: np.ndarray, rng: np.ra
     from deepresearch.facts import CATEGORIES, new_id, text_hash
     from deepresearch.kb import lifecycle
     from deepresearch.kb.codes import CodeIndex
-    from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY, bump
+    from deepresearch.kb.repository import DIMENSION_KEY, MODEL_KEY, bump
 
     size = len(fact_texts)
     cats = rng.integers(0, len(CATEGORIES), size)

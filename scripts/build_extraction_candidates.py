@@ -45,19 +45,21 @@ LABELS = DATA / "extraction_labels.jsonl"
 SQLITE_PAGES = {
     "dev": ["wal.html", "pragma.html", "flextypegood.html", "isolation.html"],
     "heldout": ["atomiccommit.html", "datatype3.html", "whentouse.html", "quirks.html"],
+    # session 12: labeled before the session's rules ran on it (one chunk, half-way in, per page)
+    "fresh": ["lockingv3.html", "howtocorrupt.html", "tempfiles.html", "foreignkeys.html"],
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
-HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65)}
-SCIFACT_DOCS = {"dev": 3, "heldout": 3}
+HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65), "fresh": range(90, 93)}
+SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2}
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
     """Abstracts long enough to be cut into two or more chunks; dev from the start of the file,
-    held-out from its second half."""
+    held-out from its second half, fresh from its last quarter."""
     docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     out: list[dict[str, Any]] = []
-    for split, start in (("dev", 0), ("heldout", len(docs) // 2)):
+    for split, start in (("dev", 0), ("heldout", len(docs) // 2), ("fresh", 3 * len(docs) // 4)):
         picked = [d for d in docs[start:] if len(d["text"].split()) > 230][: SCIFACT_DOCS[split]]
         for doc in picked:
             for i, chunk in enumerate(chunk_text(doc["text"], 180, 30)):
@@ -88,6 +90,8 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
             chunks = chunk_text(text, 180, 30)
             if page == "pragma.html":
                 picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
+            elif split == "fresh":
+                picks = [len(chunks) // 2]
             else:
                 picks = [len(chunks) // 3, 2 * len(chunks) // 3]
             for i in picks:

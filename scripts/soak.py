@@ -179,7 +179,7 @@ def _pct(values: list[float], q: float) -> float | None:
 def verify(home: str, logs: list[dict[str, Any]]) -> dict[str, Any]:
     """Lost rows, integrity_check and kb check after every process has stopped."""
     from deepresearch.db import connect
-    from deepresearch.kb.check import check
+    from deepresearch.kb.maintenance import check
     from deepresearch.workspace import Workspace
 
     conn = connect(Path(home) / "deepresearch.db")

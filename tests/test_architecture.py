@@ -175,3 +175,48 @@ def test_the_mcp_server_does_not_import_the_cli() -> None:
     """Two front ends over one library: their shared JSON shapes live in deepresearch/views.py."""
     from_cli = sorted(m for m in graph()["deepresearch.mcp_server"] if m.startswith("deepresearch.cli"))
     assert from_cli == [], from_cli
+
+
+MAX_PARAMETERS = 7  # self and cls not counted; *args and **kwargs count one each
+MAX_LINES = 60  # from `def` to the last line of the body, docstring included
+# Functions other work in progress is fixing (issue 22), by "path::name": (parameters, lines) today.
+# The list only shrinks: an entry that no longer breaks a limit must be removed (the test says so).
+OVER_LIMITS: dict[str, tuple[int, int]] = {
+    "models/onnx_embed.py::__init__": (8, 0),  # ingest: the embedder's constructor
+}
+
+
+def function_sizes() -> dict[str, tuple[int, int]]:
+    """ "path::name" → (parameters, lines) of every function and method in the package."""
+    sizes: dict[str, tuple[int, int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                count -= bool(a.args and a.args[0].arg in ("self", "cls"))
+                key = f"{path.relative_to(PACKAGE).as_posix()}::{node.name}"
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                old = sizes.get(key, (0, 0))
+                sizes[key] = (max(old[0], count), max(old[1], lines))
+    return sizes
+
+
+def test_no_function_takes_more_than_7_parameters_or_runs_over_60_lines() -> None:
+    over = {
+        key: (params if params > MAX_PARAMETERS else 0, lines if lines > MAX_LINES else 0)
+        for key, (params, lines) in function_sizes().items()
+        if params > MAX_PARAMETERS or lines > MAX_LINES
+    }
+    new = sorted(
+        f"{key}: {p or '-'} parameters, {n or '-'} lines" for key, (p, n) in over.items() if key not in OVER_LIMITS
+    )
+    assert new == [], f"split these (at most {MAX_PARAMETERS} parameters, {MAX_LINES} lines):\n" + "\n".join(new)
+    grown = sorted(
+        key
+        for key, (params, lines) in over.items()
+        if key in OVER_LIMITS and (params > OVER_LIMITS[key][0] or lines > OVER_LIMITS[key][1])
+    )
+    assert grown == [], f"these grew past their allowance in OVER_LIMITS: {grown}"
+    fixed = sorted(key for key in OVER_LIMITS if key not in over)
+    assert fixed == [], f"within the limits now: remove them from OVER_LIMITS in {__file__}: {fixed}"

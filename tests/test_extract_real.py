@@ -70,15 +70,16 @@ CATEGORIZED = [
 ]
 
 
-def test_prototype_categories_with_the_real_embedder(real_embedder):
-    from deepresearch.models.categorize import PrototypeCategorizer
+@pytest.mark.parametrize("kind", ["prototype", "linear"])
+def test_categories_with_the_real_embedder(real_embedder, kind):
+    from deepresearch.models.categorize import LinearCategorizer, PrototypeCategorizer
 
-    categorizer = PrototypeCategorizer(real_embedder)
+    categorizer = PrototypeCategorizer(real_embedder) if kind == "prototype" else LinearCategorizer(real_embedder)
     assert categorizer.categorize([t for t, _ in CATEGORIZED]) == [c for _, c in CATEGORIZED]
 
 
 def test_extraction_files_technical_documentation_under_technology_not_strategy(real_embedder):
-    from deepresearch.models.categorize import PrototypeCategorizer
+    from deepresearch.models.categorize import LinearCategorizer
 
     # SQLite documentation (public domain): the 22-of-39-as-strategy case.
     text = (
@@ -86,5 +87,5 @@ def test_extraction_files_technical_documentation_under_technology_not_strategy(
         "and reset the WAL file, if there are no other database connections using the WAL file. In WAL mode, "
         "SQLite exhibits snapshot isolation."
     )
-    result = extract_facts(text, "file:///sqlite/isolation.html", categorizer=PrototypeCategorizer(real_embedder))
+    result = extract_facts(text, "file:///sqlite/isolation.html", categorizer=LinearCategorizer(real_embedder))
     assert len(result.facts) >= 2 and {f.category for f in result.facts} == {"technology"}

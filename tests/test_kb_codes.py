@@ -13,7 +13,8 @@ from deepresearch.db import connect
 from deepresearch.facts import CATEGORIES, Fact
 from deepresearch.kb import lifecycle
 from deepresearch.kb.codes import STATE_KEY, CodeIndex, fold, quantize
-from deepresearch.kb.index import Filter, search_vec0
+from deepresearch.kb.engines import search_vec0
+from deepresearch.kb.lifecycle import Filter
 from deepresearch.kb.store import KnowledgeBase
 from deepresearch.migrations import MIGRATIONS, apply_migrations
 from deepresearch.models.base import Embedder
@@ -100,7 +101,7 @@ def test_compact_search_is_exact_search_under_every_lifecycle_rule(kb):
             vis = lifecycle.visibility(case.pop("mode"), kb.config, **case)
             flt = Filter(vis, NOW + 20 * DAY, floor, kb.config)
             exact = search_vec0(kb.conn, query, flt, 10)
-            compact = index.search(kb.conn, query, flt, 10)
+            compact = index.search(query, flt, 10)
             assert [r for r, _ in compact] == [r for r, _ in exact], (vis, floor)
             assert [s for _, s in compact] == pytest.approx([s for _, s in exact], abs=1e-5)
             case["mode"] = vis.mode

@@ -10,9 +10,8 @@ from deepresearch.config import KBConfig
 from deepresearch.db import connect
 from deepresearch.errors import InputError
 from deepresearch.facts import Fact
-from deepresearch.kb.fts import match_expression, search_fts, terms
-from deepresearch.kb.index import Filter
-from deepresearch.kb.lifecycle import visibility
+from deepresearch.kb.engines import match_expression, search_fts, terms
+from deepresearch.kb.lifecycle import Filter, visibility
 from deepresearch.kb.store import KnowledgeBase
 from tests.fakes import FakeEmbedder
 

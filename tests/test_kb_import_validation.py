@@ -201,3 +201,31 @@ def test_import_link_never_lets_an_older_fact_overwrite_a_newer_one(home: Path, 
     assert [h["fact"] for h in facts] == [FESTIVAL]
     assert sorted(facts[0]["sources"]) == ["https://mine.example/a", "https://theirs.example/b"]
     _check(home)
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs"),
+    [
+        (  # a person's name in a chief executive fact
+            "Maria Lindqvist is the chief executive of the Nordvik shipping company.",
+            "Tomas Berg is the chief executive of the Nordvik shipping company.",
+        ),
+        (  # a title
+            "Her best-known novel is The Blue Door, published by Penguin in the autumn.",
+            "Her best-known novel is Night Train, published by Penguin in the autumn.",
+        ),
+        ("The old mill was built in 1900.", "The old mill was built in 1901."),  # a short fact, a year
+        ("该片由詹姆斯·卡梅隆执导，于2009年上映。", "该片由斯蒂夫·康拉德执导，于2009年上映。"),  # a name, Chinese
+        ("音乐节于2021年3月3日开幕。", "音乐节于2022年6月12日开幕。"),  # a full date in a short Chinese fact
+        (  # a title in 《》
+            "她最有名的小说是《蓝色的门》，由企鹅出版社在秋天出版。",
+            "她最有名的小说是《夜行列车》，由企鹅出版社在秋天出版。",
+        ),
+    ],
+)
+def test_import_link_updates_each_kind_of_change(home: Path, tmp_path: Path, real_embedder, mine, theirs) -> None:
+    old = json.loads(_kb(home, "add", mine, "--source", "https://mine.example/a", "--json").stdout)["added"][0]
+    data = _import_as(home, tmp_path, [{**THEIRS, "fact": theirs}], "--link")
+    [merge] = data["merged"]
+    assert (merge["old_ids"], merge["kind"], merge["new_text"]) == ([old], "update", theirs)
+    _check(home)

@@ -10,6 +10,7 @@ from deepresearch.config import KBConfig
 from deepresearch.db import connect
 from deepresearch.errors import InputError
 from deepresearch.facts import CATEGORIES, Fact
+from deepresearch.kb import lifecycle
 from deepresearch.kb.lifecycle import age_tag, decayed_confidence, effective_mode, visibility
 from deepresearch.kb.store import KnowledgeBase
 from tests.fakes import FakeEmbedder
@@ -144,3 +145,27 @@ def test_unknown_category_behaves_as_strategy():
 )
 def test_age_tag(days, tag):
     assert age_tag(days) == tag
+
+
+def test_one_freshness_rule_for_recall_and_research():
+    from deepresearch.research.queries import is_fresh
+    from deepresearch.research.state import Known
+
+    days = {"high": 7.0, "medium": 30.0, "low": 180.0}
+    assert lifecycle.fresh_max_age("medium", days) == 30.0  # recall's freshness mode: one age for all
+    assert lifecycle.fresh_max_age("medium", days, "market_data") == 1.0  # research re-checks fast movers
+    assert lifecycle.fresh_max_age("nonsense", days) == 30.0
+    for category, age, mode, level, fresh in [
+        ("technology", 29.0, "freshness", "medium", True),
+        ("technology", 31.0, "lifecycle", "medium", False),
+        ("product_info", 2.0, "freshness", "low", False),
+        ("product_info", 400.0, "off", "low", True),
+    ]:
+        assert lifecycle.is_fresh(category, age, mode, level, days) is fresh
+        assert is_fresh(Known("id", "text", [], category, 0.9, age), mode, level, days) is fresh
+
+
+def test_statuses_keep_the_order_the_compact_copy_stores():
+    from deepresearch.facts import STATUSES
+
+    assert STATUSES[:3] == ("active", "expired", "superseded")  # status codes 0, 1, 2 in existing files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 KB = Path(__file__).resolve().parent.parent / "deepresearch" / "kb"
@@ -35,10 +36,25 @@ def test_no_import_circle_between_kb_modules() -> None:
 
     for module in sorted(graph):
         visit(module, [module])
-    assert "rows" in graph["store"] and "store" not in graph["rows"]  # the graph is really read
+    assert "repository" in graph["store"] and "store" not in graph["repository"]  # the graph is really read
 
 
 def test_kb_modules_stay_small() -> None:
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in KB.glob("*.py")}
     assert sizes["store.py"] < 450
     assert {name: n for name, n in sizes.items() if n > 500} == {}
+
+
+# SQL naming the facts table: `from facts`, `join facts`, `into facts`, `update facts`, `on facts(`, …
+FACTS_SQL = re.compile(r"(?i)\b(from|into|update|join|on|table)\s+facts\b(?!\w)")
+
+
+def test_sql_on_the_facts_table_lives_in_the_repository_and_migrations() -> None:
+    package = KB.parent
+    found = {
+        str(p.relative_to(package.parent))
+        for p in package.rglob("*.py")
+        if FACTS_SQL.search(p.read_text(encoding="utf-8"))
+    }
+    assert "deepresearch/kb/repository.py" in found and "deepresearch/migrations.py" in found  # the pattern works
+    assert found == {"deepresearch/kb/repository.py", "deepresearch/migrations.py"}

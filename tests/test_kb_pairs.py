@@ -1,4 +1,4 @@
-"""`kb compress` at scale (kb/pairs.py): the linear candidate search finds the groups all-pairs finds."""
+"""`kb compress` at scale (`clusters_at_scale`): the linear candidate search finds the groups all-pairs finds."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import numpy as np
 from deepresearch.config import KBConfig
 from deepresearch.db import connect
 from deepresearch.facts import Fact
-from deepresearch.kb.compress import clusters
+from deepresearch.kb.compress import _keys, _may_align, clusters, clusters_at_scale, similar_pairs
 from deepresearch.kb.merge import value_change
-from deepresearch.kb.pairs import _keys, _may_align, clusters_at_scale, similar_pairs
-from deepresearch.kb.plan import CANDIDATES
 from deepresearch.kb.store import KnowledgeBase
+from deepresearch.kb.write import CANDIDATES
 from deepresearch.models.base import Embedder
 
 NOW = 1_800_000_000.0

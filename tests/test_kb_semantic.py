@@ -110,7 +110,8 @@ def test_compact_copy_and_exact_search_agree_on_real_vectors(docs_kb, real_embed
     """The quantized path (sign bits, sign re-score, exact re-rank) returns exact search's top-10."""
     from deepresearch.kb import lifecycle
     from deepresearch.kb.codes import CodeIndex
-    from deepresearch.kb.index import Filter, search_vec0
+    from deepresearch.kb.engines import search_vec0
+    from deepresearch.kb.lifecycle import Filter
 
     assert docs_kb.conn.execute("select count(*) from facts").fetchone()[0] >= 250
     flt = Filter(lifecycle.visibility(mode, docs_kb.config), NOW, 0.0, docs_kb.config)
@@ -128,5 +129,5 @@ def test_compact_copy_and_exact_search_agree_on_real_vectors(docs_kb, real_embed
             docs_kb.conn.execute("select id from facts where rid = ?", (rid,)).fetchone()[0] for rid, _ in exact
         ]
         assert [h.relevance for h in via_kb.hits] == pytest.approx([score for _, score in exact], abs=1e-5)
-        overlaps.append(len({r for r, _ in tight.search(docs_kb.conn, vector, flt, 10)} & {r for r, _ in exact}))
+        overlaps.append(len({r for r, _ in tight.search(vector, flt, 10)} & {r for r, _ in exact}))
     assert sum(overlaps) / len(overlaps) >= 8, overlaps  # sign codes alone must rank close to exact

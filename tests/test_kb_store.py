@@ -191,6 +191,7 @@ def test_ram_engine_matches_vec0(db_path):
         assert [h.relevance for h in a] == pytest.approx([h.relevance for h in b], abs=1e-5)
         cut = a[-1].relevance + 1e-4  # equal scores may tie-break differently at the k boundary
         assert {h.id for h in a if h.relevance > cut} == {h.id for h in b if h.relevance > cut}
+
         by_id = {h.id: h for h in b}
         assert all(by_id[h.id].confidence == pytest.approx(h.confidence) for h in a if h.relevance > cut)
     # the RAM index notices writes made through another KnowledgeBase (generation counter)
@@ -202,6 +203,35 @@ def test_ram_engine_matches_vec0(db_path):
     assert {h.id for h in ram.query("topic", mode="off", now=later, top_k=500).hits} == left
     assert len(left) == conn.execute("select count(*) from facts").fetchone()[0]
     conn.close()
+
+
+def test_three_engines_answer_one_search_interface_and_one_rule_picks_them(db_path):
+    from deepresearch.kb import lifecycle
+    from deepresearch.kb.engines import Engines
+    from deepresearch.kb.lifecycle import Filter
+
+    kb = KnowledgeBase(connect(db_path), FakeEmbedder(), KBConfig())
+    texts = [f"topic {i % 7} detail {i} words {i % 3}" for i in range(200)]
+    facts = [Fact(t, f"https://x.example/{i}", created_at=NOW - i * DAY) for i, t in enumerate(texts)]
+    kb.add_facts(facts, now=NOW, merge=False)
+    engines = Engines(kb.conn, KBConfig(ram_index_min_facts=100, bit_index_min_facts=1000))
+    assert engines.engine_for(50, one_shot=False) is engines.vec0
+    assert engines.engine_for(500, one_shot=True) is engines.codes  # one query: never load the matrix
+    assert engines.engine_for(500, one_shot=False) is engines.ram
+    assert engines.engine_for(500, one_shot=True) is engines.ram  # loaded already: keep using it
+    assert engines.engine_for(50, one_shot=False, bulk=True) is engines.ram  # a sync pull's batch
+    assert engines.engine_for(5000, one_shot=False) is engines.codes
+    queries = FakeEmbedder().embed_batch(["topic 3 detail words 1", "topic 5 detail 12"])
+    for mode in ("off", "lifecycle"):
+        flt = Filter(lifecycle.visibility(mode, kb.config), NOW, 0.0, kb.config)
+        per_engine = [
+            [engine.search(q, flt, 10) for q in queries] for engine in (engines.vec0, engines.ram, engines.codes)
+        ]
+        for engine, found in zip((engines.vec0, engines.ram, engines.codes), per_engine, strict=True):
+            assert engine.search_batch(queries, flt, 10) == found  # one query at a time or all at once
+        for found in per_engine[1:]:
+            for exact, other in zip(per_engine[0], found, strict=True):
+                assert [s for _, s in other] == pytest.approx([s for _, s in exact], abs=1e-5)
 
 
 def test_degraded_without_sqlite_vec_uses_fts_with_same_rules(db_path, monkeypatch):
@@ -279,7 +309,7 @@ def test_other_dimension_on_a_fresh_db_rebuilds_the_empty_vector_table(db_path):
 def test_bulk_vector_read_matches_the_vec0_table(kb):
     import numpy as np
 
-    from deepresearch.kb.index import read_all_vectors
+    from deepresearch.kb.engines import read_all_vectors
 
     ids = kb.add_facts(
         [

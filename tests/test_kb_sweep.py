@@ -204,7 +204,7 @@ def test_swept_fact_is_never_recalled_unless_asked(kb, engine, monkeypatch):
     if engine == "ram":
         kb.config.ram_index_min_facts = 0
     if engine == "fts":
-        monkeypatch.setattr(kb, "_vectors", lambda embedder=None: lambda: (None, "test: keyword path"))
+        monkeypatch.setattr(kb.ctx, "vectors", lambda embedder=None: (None, "test: keyword path"))
     # before the sweep: off/inform return the past-TTL fact, tagged; the TTL modes drop it by age
     for mode in ("off", "inform"):
         hits = {h.id: h for h in kb.query("graphics processor prices", mode=mode, now=NOW).hits}

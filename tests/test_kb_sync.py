@@ -481,25 +481,41 @@ def test_rows_of_the_old_shape_are_read_and_the_collection_kept(uri, open_kb, cl
 
 
 @pytest.mark.slow  # the real embedding model
-def test_a_pulled_older_value_yields_to_the_newer_one_here(uri, open_kb, real_embedder):
+@pytest.mark.parametrize(
+    ("collection", "older", "newer"),
+    [
+        ("older", "The staging cluster has 12 nodes.", "The staging cluster has 16 nodes."),  # a number
+        (  # a person's name in Chinese: aligned on jieba's words
+            "older_zh",
+            "张伟是北辰航运公司的首席执行官。",
+            "李娜是北辰航运公司的首席执行官。",
+        ),
+        (  # a multi-word name in English
+            "older_name",
+            "Maria Lindqvist is the chief executive of the Nordvik shipping company.",
+            "Tomas Berg is the chief executive of the Nordvik shipping company.",
+        ),
+    ],
+)
+def test_a_pulled_older_value_yields_to_the_newer_one_here(uri, open_kb, real_embedder, collection, older, newer):
     """B knows the newer value; pulling A's older one keeps B's, stores A's as superseded (a later
     pull skips it, B's push deletes it remotely) — and A, pulling B's, ends in the same state."""
     a, b = open_kb("a", real_embedder), open_kb("b", real_embedder)
-    old = a.add_facts([Fact("The staging cluster has 12 nodes.", "https://wiki.example/staging",
-                            category="technology", confidence=0.8)], now=T0).added[0]  # fmt: skip
-    new = b.add_facts([Fact("The staging cluster has 16 nodes.", "https://wiki.example/staging-2025",
-                            category="technology", confidence=0.8)], now=T0 + 100).added[0]  # fmt: skip
-    sync_milvus(a, uri, "older", now=T0 + 110)
-    report = sync_milvus(b, uri, "older", "both", now=T0 + 120)
+    old = a.add_facts([Fact(older, "https://wiki.example/staging", category="technology", confidence=0.8)],
+                      now=T0).added[0]  # fmt: skip
+    new = b.add_facts([Fact(newer, "https://wiki.example/staging-2025", category="technology", confidence=0.8)],
+                      now=T0 + 100).added[0]  # fmt: skip
+    sync_milvus(a, uri, collection, now=T0 + 110)
+    report = sync_milvus(b, uri, collection, "both", now=T0 + 120)
     assert (report.pulled, report.updated) == (0, 1)
     assert (b.get(old).status, b.get(old).superseded_by, b.get(new).status) == ("superseded", new, "active")
-    assert sync_milvus(b, uri, "older", "pull", now=T0 + 130).updated == 0  # skipped, not merged again
-    report = sync_milvus(b, uri, "older", now=T0 + 140)
+    assert sync_milvus(b, uri, collection, "pull", now=T0 + 130).updated == 0  # skipped, not merged again
+    report = sync_milvus(b, uri, collection, now=T0 + 140)
     assert (report.pushed, report.deleted) == (1, 1)
-    report = sync_milvus(a, uri, "older", "pull", now=T0 + 150)
+    report = sync_milvus(a, uri, collection, "pull", now=T0 + 150)
     assert (report.pulled, report.updated) == (0, 1)
     for kb in (a, b):
         assert (kb.get(old).status, kb.get(old).superseded_by) == ("superseded", new)
-        assert kb.get(new).fact == "The staging cluster has 16 nodes." and kb.check() == []
+        assert kb.get(new).fact == newer and kb.check() == []
     same = [replace(kb.get(new), sources=sorted(kb.get(new).sources)) for kb in (a, b)]
     assert same[0] == same[1]  # sources in the order each workspace learned them

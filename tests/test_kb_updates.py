@@ -203,6 +203,11 @@ def test_compress_applies_the_same_classification(home, real_embedder):
             "Tomas Berg is the chief executive of the Nordvik shipping company.",
             "Maria Lindqvist → Tomas Berg",
         ),
+        (  # the person in a "president" fact, a name at the end of the frame
+            "The president of the Lakeside rowing club is Ingrid Solberg, elected last spring.",
+            "The president of the Lakeside rowing club is Jonas Lie, elected last spring.",
+            "Ingrid Solberg → Jonas Lie",
+        ),
         (  # a title
             "Her best-known novel is The Blue Door, published by Penguin in the autumn.",
             "Her best-known novel is Night Train, published by Penguin in the autumn.",
@@ -251,6 +256,32 @@ def test_compress_applies_the_same_classification(home, real_embedder):
         ("音乐节将于3月3日在杭州西湖边开幕。", "音乐节将于6月12日在杭州西湖边开幕。", "3月3日 → 6月12日"),
         ("小明今年3岁，很粘人。", "小明今年4岁。", "3 → 4"),  # short, old detail set off by a comma
         ("小明喜欢猫，也喜欢画画。", "小明喜欢狗，也喜欢画画。", None),  # a common word: another claim
+        ("张伟是北辰航运公司的首席执行官。", "李娜是北辰航运公司的首席执行官。", "张伟 → 李娜"),  # chief executive
+        (  # a president, a name at the end of the frame
+            "湖畔赛艇俱乐部的主席是王建国，去年春天当选。",
+            "湖畔赛艇俱乐部的主席是刘德华，去年春天当选。",
+            "王建国 → 刘德华",
+        ),
+        (  # a title in 《》
+            "她最有名的小说是《蓝色的门》，由企鹅出版社在秋天出版。",
+            "她最有名的小说是《夜行列车》，由企鹅出版社在秋天出版。",
+            "蓝色的门 → 夜行列车",
+        ),
+        (  # a multi-part name replaced by a short one wherever it appears (twice, around a comma)
+            "评委会把诗歌奖授予了安娜·玛丽亚·鲁伊斯，安娜·玛丽亚·鲁伊斯在晚会上朗诵了新作。",
+            "评委会把诗歌奖授予了李伟，李伟在晚会上朗诵了新作。",
+            "安娜·玛丽亚·鲁伊斯 → 李伟",
+        ),
+        (  # a full date in a short fact: the value is six tokens, the rest of the claim matches
+            "音乐节于2021年3月3日开幕。",
+            "音乐节于2022年6月12日开幕。",
+            "2021年3月3日 → 2022年6月12日",
+        ),
+        (  # the name changed in one place only: not one slot changed throughout
+            "评委会把诗歌奖授予了安娜，安娜在晚会上朗诵了新作。",
+            "评委会把诗歌奖授予了李伟，安娜在晚会上朗诵了新作。",
+            None,
+        ),
         (  # two values: another subject's claim
             "4号泵站在第4区抽水300升。",
             "12号泵站在第4区抽水310升。",

@@ -17,7 +17,7 @@ from deepresearch.research.evidence import best_sentences, top_sentence_score
 from deepresearch.research.loop import run_research
 from deepresearch.research.report import ANSWER_SHARE_OF_BEST
 from deepresearch.research.runs import RunStore
-from deepresearch.research.state import ResearchState, RunOptions, Source
+from deepresearch.research.state import ResearchState, RunOptions, Sentence, Source
 from tests.research_helpers import DOCS, ListBackend, make_deps
 
 FILM = "file:///corpus/night-harbor.md"
@@ -115,9 +115,9 @@ def test_a_supporting_sentence_needs_a_share_of_the_best_score():
     topic = "How does the write-ahead log let readers and writers work at once?"
     state = ResearchState("r", topic, RunOptions())
     wal = Source("S1", "file:///wal.md", "WAL", "", topic, 0)
-    wal.sentences = [["A checkpoint copies pages back to the database file.", 0.8, 0.8]]
+    wal.sentences = [Sentence("A checkpoint copies pages back to the database file.", 0.8, 0.8)]
     vec = Source("S2", "file:///vec.md", "sqlite-vec", "", topic, 0)
-    vec.sentences = [["A vec0 table keeps vectors beside other columns.", 0.3, 0.3]]
+    vec.sentences = [Sentence("A vec0 table keeps vectors beside other columns.", 0.3, 0.3)]
     state.sources = [wal, vec]
     passages = ["S1", "S2"]
     floor = ANSWER_SHARE_OF_BEST * top_sentence_score(state, passages)
@@ -125,7 +125,7 @@ def test_a_supporting_sentence_needs_a_share_of_the_best_score():
     assert [sid for _, sid in best_sentences(state, passages, 3, floor)] == ["S1"]
     assert [sid for _, sid in best_sentences(state, passages, 3)] == ["S1", "S2"]  # no floor: the old rule
     # The best sentence always clears the floor, so the Answer is never empty when evidence exists.
-    assert best_sentences(state, passages, 3, top_sentence_score(state, passages)) == [(wal.sentences[0][0], "S1")]
+    assert best_sentences(state, passages, 3, top_sentence_score(state, passages)) == [(wal.sentences[0].text, "S1")]
 
 
 @pytest.mark.slow

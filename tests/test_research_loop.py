@@ -178,7 +178,7 @@ def test_runs_keep_no_prompt_text_and_old_rows_with_one_still_resume(workspace, 
     steps_json = " ".join(r[0] for r in db.execute("select info_json from research_steps"))
     for stored in (state_json, steps_json):
         assert "planning_prompt" not in stored and "Research question:" not in stored
-        assert prompts.PLAN_SYSTEM not in stored
+        assert prompts.PLAN.system not in stored
     assert json.loads(state_json)["pending"] or json.loads(state_json)["queries_done"]  # what resume needs
 
     # A row saved by an older version, prompt included, still loads and resumes ...

@@ -7,7 +7,7 @@ from deepresearch.research import prompts
 from deepresearch.research.answer import choice_options, question_type
 from deepresearch.research.queries import clean_queries, missing_words, names_in
 from deepresearch.research.router import route
-from deepresearch.research.state import Known, ResearchState, RunOptions, Source
+from deepresearch.research.state import Known, ResearchState, RunOptions, Sentence, Source
 
 
 def test_clean_queries_drops_repeats_junk_and_ungrounded():
@@ -94,8 +94,8 @@ def test_bridges_follow_names_the_question_does_not_mention():
     text = "Parts of the film Blue Velvet were shot in Leland, North Carolina. Leland is a town in Brunswick County."
     source = Source("S1", "file:///leland.md", "Leland, North Carolina", text, topic, 0)
     source.sentences = [
-        ["Parts of the film Blue Velvet were shot in Leland, North Carolina.", 0.8, 0.8],
-        ["Leland is a town in Brunswick County.", 0.4, 0.4],
+        Sentence("Parts of the film Blue Velvet were shot in Leland, North Carolina.", 0.8, 0.8),
+        Sentence("Leland is a town in Brunswick County.", 0.4, 0.4),
     ]
     state.sources, state.retrievals = [source], [["S1", topic, 1]]
     found = bridges(state, 3)

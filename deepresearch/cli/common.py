@@ -7,12 +7,16 @@ everything is closed when the command ends, whether it returns or raises.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import re
 import sys
+import typing
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import typer
 
@@ -38,6 +42,40 @@ class CorpusMode(str, Enum):
     hybrid = "hybrid"
     bm25 = "bm25"
     vector = "vector"
+
+
+T = TypeVar("T")
+
+
+def with_options(options: type[T]) -> Callable[[Callable[[typer.Context, T], None]], Callable[..., None]]:
+    """A command whose options are declared once, as the fields of the dataclass `options` (each
+    defaulting to a `typer.Option` or `typer.Argument`): Typer sees `ctx` plus one parameter per
+    field — the same `--help`, names and defaults as a long signature — and the body gets
+    `(ctx, options)`."""
+    hints = typing.get_type_hints(options)
+    fields = dataclasses.fields(options)  # type: ignore[arg-type]
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    params += [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
+        for f in fields
+    ]
+
+    def declare(body: Callable[[typer.Context, T], None]) -> Callable[..., None]:
+        @functools.wraps(body)
+        def command(ctx: typer.Context, **values: Any) -> None:
+            body(ctx, options(**values))
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {"ctx": typer.Context, **{f.name: hints[f.name] for f in fields}, "return": None}
+        return command
+
+    return declare
+
+
+MODEL_HELP = (  # every --model option
+    "GGUF file or shipped model name (qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct, gemma3-270m);"
+    " overrides llm.model_path."
+)
 
 
 def search_backend(value: str | None) -> str | None:

@@ -3,6 +3,7 @@ any search backend, and the search cache."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -18,6 +19,7 @@ from deepresearch.cli.common import (
     search_backend,
     status,
     warn,
+    with_options,
 )
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
@@ -99,41 +101,46 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
             typer.echo(f"   {terminal_safe(' '.join(result.snippet.split()))}")
 
 
-@app.command("add")
-def add(
-    ctx: typer.Context,
-    paths: List[Path] = typer.Argument(..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl)."),
-    glob: Optional[str] = typer.Option(None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'."),
-    text_col: Optional[str] = typer.Option(None, "--text-col", help="Tabular files: column with the text."),
-    title_col: Optional[str] = typer.Option(None, "--title-col", help="Tabular files: column with the title."),
-    url_col: Optional[str] = typer.Option(None, "--url-col", help="Tabular files: column with the source URL."),
-    id_col: Optional[str] = typer.Option(None, "--id-col", help="Tabular files: column with a stable row id."),
+@dataclass
+class AddOptions:
+    """The arguments and options of `deepresearch corpus add`."""
+
+    paths: List[Path] = typer.Argument(..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl).")
+    glob: Optional[str] = typer.Option(None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'.")
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="Tabular files: column with the text.")
+    title_col: Optional[str] = typer.Option(None, "--title-col", help="Tabular files: column with the title.")
+    url_col: Optional[str] = typer.Option(None, "--url-col", help="Tabular files: column with the source URL.")
+    id_col: Optional[str] = typer.Option(None, "--id-col", help="Tabular files: column with a stable row id.")
     keywords_only: bool = typer.Option(
         False, "--keywords-only", help="Index the text only (keyword search); `corpus embed` adds the vectors."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
-) -> None:
+    )
+    as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON.")
+
+
+@app.command("add")
+@with_options(AddOptions)
+def add(ctx: typer.Context, opts: AddOptions) -> None:
     """Ingest documents: text first (searchable at once), vectors behind it; unchanged files skipped."""
     from deepresearch.search.documents import add_documents
     from deepresearch.search.readers import TableSpec
 
-    spec = TableSpec(text_col=text_col, title_col=title_col, url_col=url_col, id_col=id_col)
+    spec = TableSpec(text_col=opts.text_col, title_col=opts.title_col, url_col=opts.url_col, id_col=opts.id_col)
     ws = open_corpus_workspace(ctx)
-    with _IngestProgress(vectors=not keywords_only) as bars:
+    with _IngestProgress(vectors=not opts.keywords_only) as bars:
         report = add_documents(
             ws,
-            paths,
+            opts.paths,
             table=spec,
-            glob=glob,
+            glob=opts.glob,
             progress=bars.on_file,
             vector_progress=bars.on_vectors,
-            embed=not keywords_only,
+            embed=not opts.keywords_only,
         )
     from deepresearch.text import terminal_safe
 
     for message in report.errors:
         typer.secho(f"Error: {terminal_safe(message)}", err=True, fg=typer.colors.RED)
-    if as_json:
+    if opts.as_json:
         echo_json(report)
     else:
         rate = report.chunks / report.seconds if report.seconds and report.chunks else 0.0

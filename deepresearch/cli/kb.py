@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from deepresearch.cli.common import Fresh, echo, echo_json, open_kb, open_workspace, status, warn
+from deepresearch.cli.common import Fresh, echo, echo_json, open_kb, open_workspace, status, warn, with_options
 from deepresearch.views import add_result_json, recall_json
 
 app = typer.Typer(help="Query and maintain the long-term knowledge base.", no_args_is_help=True)
@@ -107,43 +108,46 @@ def _expiry_tag(hit: Any) -> str:
     return f"active, expires {datetime.fromtimestamp(hit.expires_at, timezone.utc).strftime('%Y-%m-%d')}"
 
 
-@app.command("query")
-def query(
-    ctx: typer.Context,
-    text: str = typer.Argument(..., help="What to recall (meaning, not exact words)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, help="Facts to return (default: kb.top_k)."),
+@dataclass
+class QueryOptions:
+    """The arguments and options of `deepresearch kb query`."""
+
+    text: str = typer.Argument(..., help="What to recall (meaning, not exact words).")
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, help="Facts to return (default: kb.top_k).")
     min_confidence: Optional[float] = typer.Option(
         None, "--min-confidence", min=0.0, max=1.0, help="Drop facts whose decayed confidence is lower."
-    ),
+    )
     lifecycle: Optional[str] = typer.Option(
         None, "--lifecycle", help="off | inform | freshness | lifecycle (default: kb.lifecycle_mode)."
-    ),
-    fresh: Optional[Fresh] = typer.Option(None, "--fresh", help="Freshness level for freshness mode."),
-    category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category."),
+    )
+    fresh: Optional[Fresh] = typer.Option(None, "--fresh", help="Freshness level for freshness mode.")
+    category: Optional[str] = typer.Option(None, "--category", "-c", help="Only facts of this category.")
     include_expired: bool = typer.Option(
         False, "--include-expired", help="Also recall facts a sweep marked expired and superseded facts."
-    ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print {degraded, reason, mode, include_expired, hits} as JSON."
-    ),
-) -> None:
+    )
+    as_json: bool = typer.Option(False, "--json", help="Print {degraded, reason, mode, include_expired, hits} as JSON.")
+
+
+@app.command("query")
+@with_options(QueryOptions)
+def query(ctx: typer.Context, opts: QueryOptions) -> None:
     """Recall facts related to TEXT, filtered and decayed by the lifecycle mode."""
     from deepresearch.kb.lifecycle import age_tag
 
     kb = open_kb(ctx)
     kb.one_shot = True  # one query per process: a direct KNN beats loading a RAM index
     recall = kb.query(
-        text,
-        top_k=top_k,
-        min_confidence=min_confidence,
-        mode=lifecycle,
-        freshness=fresh and fresh.value,
-        category=category,
-        include_expired=include_expired,
+        opts.text,
+        top_k=opts.top_k,
+        min_confidence=opts.min_confidence,
+        mode=opts.lifecycle,
+        freshness=opts.fresh and opts.fresh.value,
+        category=opts.category,
+        include_expired=opts.include_expired,
     )
     if recall.degraded:
         warn(f"keyword search only, not semantic recall: {recall.reason}")
-    if as_json:
+    if opts.as_json:
         echo_json(recall_json(recall))
         return
     if not recall.hits:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import typer
 
-from deepresearch.cli.common import echo_json, is_tty, open_kb, warn
+from deepresearch.cli.common import echo_json, is_tty, open_kb, warn, with_options
 
 sync_app = typer.Typer(help="Synchronise the knowledge base with a vector database.", no_args_is_help=True)
 
@@ -50,33 +51,38 @@ def _direction(push: bool, pull: bool, both: bool) -> str:
     return chosen[0] if chosen else "push"
 
 
-@sync_app.command("milvus")
-def milvus(
-    ctx: typer.Context,
+@dataclass
+class MilvusOptions:
+    """The options of `deepresearch kb sync milvus`."""
+
     uri: str = typer.Option(
         ..., "--uri", help="Milvus server URL (http://host:19530) or milvus-lite path ending in .db."
-    ),
-    collection: str = typer.Option("deepresearch_facts", "--collection", help="Remote collection name."),
-    push: bool = typer.Option(False, "--push", help="Send new/changed facts, delete removed ones (default)."),
-    pull: bool = typer.Option(False, "--pull", help="Store remote facts that are new or fresher here."),
-    both: bool = typer.Option(False, "--both", help="Push, then pull."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-) -> None:
+    )
+    collection: str = typer.Option("deepresearch_facts", "--collection", help="Remote collection name.")
+    push: bool = typer.Option(False, "--push", help="Send new/changed facts, delete removed ones (default).")
+    pull: bool = typer.Option(False, "--pull", help="Store remote facts that are new or fresher here.")
+    both: bool = typer.Option(False, "--both", help="Push, then pull.")
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing.")
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON.")
+
+
+@sync_app.command("milvus")
+@with_options(MilvusOptions)
+def milvus(ctx: typer.Context, opts: MilvusOptions) -> None:
     """Push facts to a Milvus collection incrementally, or pull them back for offline use."""
-    direction = _direction(push, pull, both)
+    direction = _direction(opts.push, opts.pull, opts.both)
     from deepresearch.kb.sync import sync_milvus, validate_collection
 
-    validate_collection(collection)  # fail before opening the workspace or loading anything
+    validate_collection(opts.collection)  # fail before opening the workspace or loading anything
 
     kb = open_kb(ctx)
     progress = Progress(is_tty())
     ctx.call_on_close(progress.finish)  # an error ends the progress line too
-    report: Any = sync_milvus(kb, uri, collection, direction, dry_run, progress)
+    report: Any = sync_milvus(kb, opts.uri, opts.collection, direction, opts.dry_run, progress)
     progress.finish()
     for message in report.warnings[:20]:
         warn(message)
-    if as_json:  # a server URL may carry user:password@ (printed redacted, as everywhere)
+    if opts.as_json:  # a server URL may carry user:password@ (printed redacted, as everywhere)
         echo_json(report.to_dict())
     else:
         typer.echo(report.summary())

@@ -114,7 +114,7 @@ def main(
 
 
 def _register() -> None:
-    from deepresearch.cli import corpus, doctor, kb, kb_sync, mcp, models, research
+    from deepresearch.cli import ask, corpus, doctor, extract, kb, kb_sync, mcp, models, research
 
     app.command("doctor")(doctor.doctor)
     kb.app.add_typer(kb_sync.sync_app, name="sync")
@@ -123,8 +123,8 @@ def _register() -> None:
     app.add_typer(corpus.cache_app, name="cache")
     app.command("search")(corpus.search)
     app.add_typer(models.app, name="models")
-    app.command("ask")(models.ask)
-    app.command("extract")(models.extract)
+    app.command("ask")(ask.ask)
+    app.command("extract")(extract.extract)
     app.command("research")(research.research)
     app.add_typer(research.runs_app, name="runs")
     app.command("mcp")(mcp.mcp)

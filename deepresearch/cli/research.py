@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -17,8 +18,13 @@ from deepresearch.cli.common import (
     search_backend,
     status,
     warn,
+    with_options,
 )
 from deepresearch.research.progress import describe
+
+if TYPE_CHECKING:
+    from deepresearch.research.state import RunOptions
+    from deepresearch.workspace import Workspace
 
 runs_app = typer.Typer(help="List, show and search saved research runs.", no_args_is_help=True)
 
@@ -37,71 +43,73 @@ def _progress(event: str, **info: Any) -> None:
         status(line)
 
 
-def research(
-    ctx: typer.Context,
-    question: Optional[str] = typer.Argument(None, help="The research question (omit with --resume)."),
-    loops: Optional[int] = typer.Option(None, "--loops", min=1, help="Reflection loops at most."),
-    queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Search queries per loop at most."),
+@dataclass
+class ResearchOptions:
+    """The arguments and options of `deepresearch research`."""
+
+    question: Optional[str] = typer.Argument(None, help="The research question (omit with --resume).")
+    loops: Optional[int] = typer.Option(None, "--loops", min=1, help="Reflection loops at most.")
+    queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Search queries per loop at most.")
     fresh: Optional[Fresh] = typer.Option(
         None, "--fresh", help="Freshness level: max age of facts that count as known."
-    ),
+    )
     lifecycle: Optional[str] = typer.Option(
         None,
         "--lifecycle",
         help="How recalled facts are filtered and worded: off | inform | freshness | lifecycle"
         " (anything else is an error, as for KB_LIFECYCLE_MODE and kb query).",
-    ),
+    )
     backend: Optional[str] = typer.Option(
         None, "--backend", callback=search_backend, help="Search backend: corpus | zim | searxng (or any registered)."
-    ),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache."),
-    no_kb_write: bool = typer.Option(False, "--no-kb-write", help="Do not store extracted facts in the KB."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=0.001, help="Stop searching after SECONDS."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Also write the Markdown report to FILE."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue the killed run RUN_ID."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of the report."),
-) -> None:
-    """Research a question: recall, plan, search, summarize, extract, reflect, report."""
+    )
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the search cache.")
+    no_kb_write: bool = typer.Option(False, "--no-kb-write", help="Do not store extracted facts in the KB.")
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.001, help="Stop searching after SECONDS.")
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the Markdown report to FILE.")
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue the killed run RUN_ID.")
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON instead of the report.")
+
+    def given(self) -> bool:
+        """True when a question or a run option was given (a resumed run keeps its saved ones)."""
+        flags = (self.loops, self.queries, self.fresh, self.lifecycle, self.backend, self.budget)
+        return self.question is not None or any(f is not None for f in flags) or self.no_cache or self.no_kb_write
+
+
+def _run_options(ws: Workspace, opts: ResearchOptions) -> RunOptions:
+    """The run options: the workspace config with the flags given on the command line."""
+    from deepresearch.kb.lifecycle import effective_mode
+    from deepresearch.research.loop import options_from_config
+
+    return options_from_config(
+        ws,
+        loops=opts.loops,
+        queries=opts.queries,
+        fresh=opts.fresh and opts.fresh.value,
+        lifecycle=opts.lifecycle and effective_mode(opts.lifecycle, ws.config.kb),
+        backend=opts.backend,
+        use_cache=False if opts.no_cache else None,
+        kb_write=False if opts.no_kb_write else None,
+        budget=opts.budget,
+    )
+
+
+@with_options(ResearchOptions)
+def research(ctx: typer.Context, opts: ResearchOptions) -> None:
+    """Research a question: recall, plan, search, rank, extract, reflect, answer, report."""
     from deepresearch.errors import InputError, SearchError
 
-    if not resume and not (question or "").strip():
+    if not opts.resume and not (opts.question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
     # The first progress line before the loop's imports and the models load (seconds on a busy machine).
-    status(f"resuming run {resume}" if resume else f"research: {(question or '').strip()[:200]}")
-    from deepresearch.kb.lifecycle import effective_mode
-    from deepresearch.research.loop import options_from_config, run_research
+    status(f"resuming run {opts.resume}" if opts.resume else f"research: {(opts.question or '').strip()[:200]}")
+    from deepresearch.research.loop import run_research
 
-    given = (
-        question,
-        loops,
-        queries,
-        fresh,
-        lifecycle,
-        backend,
-        budget,
-        no_cache or None,
-        no_kb_write or None,
-    )
-    if resume and any(f is not None for f in given):
+    if opts.resume and opts.given():
         warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)
-    options = (
-        None
-        if resume
-        else options_from_config(
-            ws,
-            loops=loops,
-            queries=queries,
-            fresh=fresh and fresh.value,
-            lifecycle=lifecycle and effective_mode(lifecycle, ws.config.kb),
-            backend=backend,
-            use_cache=False if no_cache else None,
-            kb_write=False if no_kb_write else None,
-            budget=budget,
-        )
-    )
-    result = run_research(ws, question, options, resume=resume, progress=_progress, out=out)
-    if as_json:
+    options = None if opts.resume else _run_options(ws, opts)
+    result = run_research(ws, opts.question, options, resume=opts.resume, progress=_progress, out=opts.out)
+    if opts.as_json:
         echo_json(result)
     else:
         echo(result.report)

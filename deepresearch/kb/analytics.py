@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from deepresearch.db import get_meta
 from deepresearch.errors import InputError
-from deepresearch.facts import Fact, normalize_category, normalize_text
+from deepresearch.facts import STATUSES, Fact, normalize_category, normalize_text
 from deepresearch.kb.lifecycle import expires_at
-from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
+from deepresearch.kb.repository import DIMENSION_KEY, MODEL_KEY, arrow_facts
 
 FORMATS = ("jsonl", "csv", "parquet")
 EXPORT_COLUMNS = (
@@ -48,40 +48,11 @@ AGE_BUCKETS = (
 )
 
 
-def _arrow_facts(conn: Any) -> Any:
-    import pyarrow as pa
-
-    names = tuple(c for c in EXPORT_COLUMNS if c != "sources")
-    rows = conn.execute(f"select {', '.join(names)} from facts order by rid").fetchall()
-    sources: dict[str, list[str]] = {}
-    for fid, url in conn.execute("select fact_id, url from fact_sources order by added_at, rowid"):
-        sources.setdefault(fid, []).append(url)
-    columns = {name: [r[i] for r in rows] for i, name in enumerate(names)}
-    columns["sources"] = [sources.get(r[0], []) for r in rows]
-    schema = pa.schema(
-        [
-            ("id", pa.string()),
-            ("fact", pa.string()),
-            ("source_url", pa.string()),
-            ("category", pa.string()),
-            ("confidence", pa.float64()),
-            ("research_topic", pa.string()),
-            ("created_at", pa.float64()),
-            ("verified_at", pa.float64()),
-            ("expires_at", pa.float64()),
-            ("status", pa.string()),
-            ("superseded_by", pa.string()),
-            ("sources", pa.list_(pa.string())),
-        ]
-    )
-    return pa.table({name: columns[name] for name in schema.names}, schema=schema)
-
-
 def _duck(conn: Any) -> Any:
     import duckdb
 
     con = duckdb.connect()
-    con.register("facts", _arrow_facts(conn))
+    con.register("interchange", arrow_facts(conn))  # the facts in the interchange shape (the repository's)
     return con
 
 
@@ -91,26 +62,25 @@ def stats(conn: Any, now: float | None = None) -> dict[str, Any]:
     con = _duck(conn)
     ages = " ".join(f"when (? - verified_at) / 86400 < {limit} then '{label}'" for limit, label in AGE_BUCKETS[:-1])
     result: dict[str, Any] = {
-        "total": con.execute("select count(*) from facts").fetchone()[0],
-        "by_status": dict(con.execute("select status, count(*) from facts group by 1 order by 1").fetchall()),
+        "total": con.execute("select count(*) from interchange").fetchone()[0],
+        "by_status": dict(con.execute("select status, count(*) from interchange group by 1 order by 1").fetchall()),
         "by_category": {
-            c: dict(zip(("total", "active", "expired", "superseded"), rest, strict=False))
+            c: dict(zip(("total", *STATUSES), rest, strict=False))
             for c, *rest in con.execute(
-                "select category, count(*), count(*) filter (status = 'active'),"
-                " count(*) filter (status = 'expired'),"
-                " count(*) filter (status = 'superseded') from facts group by 1 order by 1"
+                f"select category, count(*), {', '.join(f'count(*) filter (status = {s!r})' for s in STATUSES)}"
+                " from interchange group by 1 order by 1"
             ).fetchall()
         },
         "age_histogram": dict(
             con.execute(
-                f"select case {ages} else '{AGE_BUCKETS[-1][1]}' end as bucket, count(*) from facts"
+                f"select case {ages} else '{AGE_BUCKETS[-1][1]}' end as bucket, count(*) from interchange"
                 " where status = 'active' group by 1 order by min(verified_at) desc",
                 [now] * (len(AGE_BUCKETS) - 1),
             ).fetchall()
         ),
         "expiring_within_7_days": dict(
             con.execute(
-                "select category, count(*) from facts"
+                "select category, count(*) from interchange"
                 " where status = 'active' and expires_at >= ? and expires_at <= ?"
                 " group by 1 order by 1",
                 [now, now + 7 * 86400],
@@ -120,13 +90,13 @@ def stats(conn: Any, now: float | None = None) -> dict[str, Any]:
             con.execute(
                 "select printf('%.1f-%.1f', b / 5.0, (b + 1) / 5.0), n from"
                 " (select least(floor(confidence * 5), 4)::int as b,"
-                " count(*) as n from facts where status = 'active' group by 1) order by b"
+                " count(*) as n from interchange where status = 'active' group by 1) order by b"
             ).fetchall()
         ),
         "top_sources": [
             {"url": url, "facts": n}
             for url, n in con.execute(
-                "select url, count(*) from (select unnest(sources) as url from facts)"
+                "select url, count(*) from (select unnest(sources) as url from interchange)"
                 " group by 1 order by 2 desc, 1 limit 10"
             ).fetchall()
         ],
@@ -156,8 +126,8 @@ def export(conn: Any, path: Path | str, fmt: str = "jsonl", *, overwrite: bool =
         con = _duck(conn)
         try:
             target = str(tmp).replace("'", "''")
-            con.execute(f"copy (select {cols} from facts) to '{target}' ({options})")
-            count = con.execute("select count(*) from facts").fetchone()[0]
+            con.execute(f"copy (select {cols} from interchange) to '{target}' ({options})")
+            count = con.execute("select count(*) from interchange").fetchone()[0]
         finally:
             con.close()
     return int(count)
@@ -184,7 +154,6 @@ def parse_time(value: Any, default: float) -> float:
 
 # Times outside 1970 … 200 years ahead are typos or sentinels (0001-01-01, 9999-12-31), not times.
 LATEST = 200 * 365.25 * 86400.0
-STATUSES = ("active", "superseded", "expired")
 MAX_ID_CHARS = 64
 
 

@@ -25,22 +25,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from deepresearch.db import get_meta, set_meta, transaction
-from deepresearch.facts import CATEGORIES
-from deepresearch.kb.index import (
-    FACT_VEC,
-    GENERATION_KEY,
-    STATUSES,
-    VECTORS_KEY,
-    Filter,
-    RamIndex,
-    vec_dimension,
-)
+from deepresearch.facts import CATEGORIES, STATUSES
+from deepresearch.kb.lifecycle import Filter
+from deepresearch.kb.repository import FACT_VEC, GENERATION_KEY, VECTORS_KEY, lifecycle_rows, vec_dimension
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -102,6 +94,7 @@ class CodeIndex:
         self._int8_all: tuple[np.ndarray, np.ndarray] | None = None
         self._int8_new: dict[int, np.ndarray] = {}
         self._int8_gone: set[int] = set()
+        self.conn: Any = None  # the connection last refreshed from (searches read vectors there)
 
     @property
     def loaded(self) -> bool:
@@ -112,6 +105,7 @@ class CodeIndex:
 
     def refresh(self, conn: Any, fold_min: int = FOLD_MIN) -> None:
         """Bring the arrays up to date with the file; build or fold the stored copy when due."""
+        self.conn = conn
         generation = (get_meta(conn, GENERATION_KEY), get_meta(conn, VECTORS_KEY))
         if generation == self.generation:
             return
@@ -297,9 +291,14 @@ class CodeIndex:
                 ok[rows] = self.confidence[rows] * factor >= flt.min_confidence
         return ok
 
-    def search(self, conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
-        """Top-k (rid, exact cosine) among eligible rows: Hamming shortlist, int8 re-score, exact re-rank."""
-        query = np.asarray(query, dtype=np.float32)
+    def search_batch(self, queries: np.ndarray, flt: Filter, k: int) -> list[list[tuple[int, float]]]:
+        """`search` for each row of `queries`."""
+        return [self.search(q, flt, k) for q in np.asarray(queries, dtype=np.float32)]
+
+    def search(self, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
+        """Top-k (rid, exact cosine) among eligible rows: Hamming shortlist, int8 re-score, exact re-rank
+        (vectors read on the connection of the last `refresh`)."""
+        conn, query = self.conn, np.asarray(query, dtype=np.float32)
         ok = self.eligible(flt)
         eligible = int(ok.sum())
         if not eligible:
@@ -376,14 +375,6 @@ def fold(conn: Any) -> None:
         CodeIndex().refresh(conn, fold_min=1)
 
 
-@dataclass
-class Indexes:
-    """A process's search structures over one KB file: the float matrix and the compact copy."""
-
-    ram: RamIndex = field(default_factory=RamIndex)
-    codes: CodeIndex = field(default_factory=CodeIndex)
-
-
 def exact_cosines(conn: Any, rids: list[int], query: np.ndarray) -> list[tuple[int, float]]:
     """(rid, cosine to `query`) from the stored float32 vectors of `rids` (vanished rows left out)."""
     vectors = FACT_VEC.vectors(conn, rids)
@@ -427,21 +418,7 @@ def _reading(conn: Any) -> Iterator[None]:
 
 def _fact_columns(conn: Any, rids: np.ndarray | None) -> tuple[np.ndarray, ...]:
     """(rid, category, status, verified_at, confidence) arrays in rid order, for `rids` or every fact."""
-    if rids is None or rids.size > 50000:  # one scan beats many `in (…)` lookups
-        rows = conn.execute("select rid, category, status, verified_at, confidence from facts order by rid").fetchall()
-        if rids is not None:
-            wanted = set(rids.tolist())
-            rows = [r for r in rows if r[0] in wanted]
-    else:
-        rows = []
-        values = rids.tolist()
-        for i in range(0, len(values), 500):
-            part = values[i : i + 500]
-            rows += conn.execute(
-                "select rid, category, status, verified_at, confidence from facts"
-                f" where rid in ({','.join('?' * len(part))}) order by rid",
-                part,
-            ).fetchall()
+    rows = lifecycle_rows(conn, None if rids is None else rids.tolist())
     categories = {c: i for i, c in enumerate(CATEGORIES)}
     statuses = {s: i for i, s in enumerate(STATUSES)}
     n = len(rows)

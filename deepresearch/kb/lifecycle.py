@@ -1,7 +1,7 @@
 """Lifecycle rules: which facts a recall may see under each mode, decay, TTL and age tags.
 
 One place decides visibility so the vector path, the RAM path and the keyword (degraded)
-path all apply the same rules (DESIGN.md §3):
+path all apply the same rules (README, "Fact lifecycle"; `kb.categories` in configs/default.yaml):
 
 | mode      | filter by age                        | decay |
 |-----------|--------------------------------------|-------|
@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
 
 from deepresearch.errors import InputError
-from deepresearch.facts import CATEGORIES, LIFECYCLE_MODES, normalize_category
+from deepresearch.facts import CATEGORIES, LIFECYCLE_MODES, STATUSES, normalize_category
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DAY = 86400.0
+# Categories whose values move fast: research re-verifies their facts once they are a day old
+# (README, "How it works": the plan re-checks stale facts), whatever the freshness level.
+FAST_CHANGING = ("market_data", "product_info")
+FAST_CHANGING_MAX_AGE_DAYS = 1.0
 
 
 def effective_mode(mode: str | None, config: KBConfig) -> str:
@@ -94,9 +100,6 @@ class Visibility:
         return {c: None if a is None else now - a * DAY for c, a in self.max_age.items()}
 
 
-ALL_STATUSES = ("active", "expired", "superseded")
-
-
 def visibility(
     mode: str | None,
     config: KBConfig,
@@ -112,11 +115,45 @@ def visibility(
         if level not in config.freshness_days:
             log.warning("unknown freshness level %r; using %r", level, config.freshness)
             level = config.freshness
-        limit = config.freshness_days[level]
+        limit = fresh_max_age(level, config.freshness_days)
         max_age: dict[str, float | None] = {c: limit for c in cats}
     elif mode == "lifecycle":
         max_age = {c: config.categories[c].ttl_days for c in cats}
     else:
         max_age = {c: None for c in cats}
-    statuses = ALL_STATUSES if include_expired else ("active",)
+    statuses = STATUSES if include_expired else ("active",)
     return Visibility(mode, statuses, max_age, decay=mode in ("freshness", "lifecycle"))
+
+
+def fresh_max_age(level: str, freshness_days: Mapping[str, float], category: str | None = None) -> float:
+    """The freshness rule: how many days a fact stays fresh at freshness `level` (an unknown
+    level: 30). Given its `category`, a fast-changing fact (`FAST_CHANGING`) stays fresh for a day:
+    research re-checks it; recall's freshness mode asks without a category (one age for all)."""
+    if category is not None and normalize_category(category) in FAST_CHANGING:
+        return FAST_CHANGING_MAX_AGE_DAYS
+    return float(freshness_days.get(level, 30.0))
+
+
+def is_fresh(category: str, age_days: float, mode: str, level: str, freshness_days: Mapping[str, float]) -> bool:
+    """A known fact research need not re-check: lifecycle mode off, or younger than `fresh_max_age`."""
+    return mode == "off" or age_days <= fresh_max_age(level, freshness_days, category)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Everything a search must honour before ranking."""
+
+    visibility: Visibility
+    now: float
+    min_confidence: float
+    config: KBConfig
+
+    def decay_factor(self, category: str, age_days: np.ndarray) -> np.ndarray:
+        """The multiplier applied to raw confidence (1 when the mode does not decay)."""
+        if not self.visibility.decay:
+            return np.ones_like(age_days)
+        policy = self.config.categories[category]
+        factor = np.maximum(self.config.decay_floor, np.exp(-policy.decay * np.maximum(age_days, 0.0)))
+        if policy.ttl_days is not None:
+            factor = np.where(age_days > policy.ttl_days, 0.0, factor)
+        return factor

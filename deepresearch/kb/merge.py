@@ -1,12 +1,12 @@
 """The text side of merging with differential preservation: relation, fusion checks, mechanical merge.
 
-The database passes that use it are kb/plan.py (on write) and kb/compress.py (`kb compress`).
+The database passes that use it are kb/write.py (on write) and kb/compress.py (`kb compress`).
 
-Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared
-(DESIGN.md §3); so are facts only related (cosine >= `kb.related_similarity`, where MiniLM
-puts a claim with a changed number or name), but those must align word by word and differ
-only in one value slot — a number, a date or a name — plus details set off as their own phrase
-(`value_change`) to be anything but distinct. `relation()` classifies the pair:
+Two facts whose vectors are at least `kb.duplicate_similarity` apart are compared (README,
+"Commands": `kb add` and `kb compress`); so are facts only related (cosine >=
+`kb.related_similarity`, where MiniLM puts a claim with a changed number or name), but those
+must align word by word and differ only in one value slot — a number, a date or a name — plus
+details set off as their own phrase (`value_change`) to be anything but distinct. `relation()` classifies the pair:
 
 - `distinct`: different years on both sides, so two claims about different times — never merged;
 - `duplicate`: nothing of the older fact is replaced or negated — fused into one text;
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from deepresearch.errors import DeepResearchError, ModelError
 from deepresearch.facts import Fact
 from deepresearch.kb.align import Token, join, opcodes, regions, tokens, unspaced
-from deepresearch.kb.updates import compare, separable
+from deepresearch.kb.updates import Judge, compare, second_opinion, separable, undecided
 from deepresearch.text import STOPWORDS, content_words, numbers, stem, words
 
 if TYPE_CHECKING:
@@ -120,14 +120,15 @@ def _names(text: str) -> set[str]:
     return {t.strip(".,;:!?\"'()").lower() for t in text.split()[1:] if t[:1].isupper()}
 
 
-def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
+def relation(older: Fact, newer: Fact, *, near: bool = True, judge: Judge | None = None) -> tuple[str, str]:
     """('distinct' | 'duplicate' | 'update' | 'contradiction', reason) for two similar facts.
 
     One claim with one slot's value changed (`claims.compare`) is an update or a contradiction
     at any cosine; two values changed, or another day, keeps them apart at any cosine. Beyond
     that, `near` pairs (cosine >= kb.duplicate_similarity) may be the same claim in other words —
     except in Chinese/Japanese, which the embedding model does not read (there only an aligned
-    text with nothing replaced is the same claim)."""
+    text with nothing replaced is the same claim). Where the rule has no verdict (kb/updates.py
+    `undecided`), `judge` — when given — is asked for a second opinion (`judged`)."""
     found = compare(older.fact, newer.fact)
     if found.change is not None:
         return direction(older, newer, f"changes {found.change}")
@@ -136,16 +137,34 @@ def relation(older: Fact, newer: Fact, *, near: bool = True) -> tuple[str, str]:
     if unspaced(older.fact) or unspaced(newer.fact):
         if found.same:
             return "duplicate", "same claim (aligned, details only one side has)"
-        return "distinct", "not the same claim with another value (the cosine cannot tell in this script)"
+        return judged(older, newer, judge) or (
+            "distinct",
+            "not the same claim with another value (the cosine cannot tell in this script)",
+        )
     apart = _apart(older.fact, newer.fact)
     if apart:
         return "distinct", apart
     if not near:
-        return "distinct", "related, but not the same claim with another value"
+        return judged(older, newer, judge) or ("distinct", "related, but not the same claim with another value")
     changes = changed_values(older.fact, newer.fact)
     if not changes:
         return "duplicate", "same claim"
     return direction(older, newer, "; ".join(changes))
+
+
+def judged(older: Fact, newer: Fact, judge: Judge | None) -> tuple[str, str] | None:
+    """The second opinion on a pair the rule cannot decide, as a relation; None: none usable (no
+    judge, a pair not worth asking about, or an answer `second_opinion` refuses)."""
+    if judge is None or not undecided(older.fact, newer.fact):
+        return None
+    verdict = second_opinion(older.fact, newer.fact, judge)
+    if verdict is None:
+        return None
+    if verdict == "distinct":
+        return "distinct", "second opinion: distinct claims"
+    if verdict == "same":
+        return "duplicate", "second opinion: the same claim"
+    return direction(older, newer, f"second opinion: {verdict}")
 
 
 def kept_apart(older: str, newer: str) -> str | None:
@@ -317,10 +336,13 @@ class Decision:
     method: str = "none"
 
 
-def decide(stored: Fact, incoming: Fact, model: ChatModel | None = None, *, near: bool = True) -> Decision:
-    """Classify the pair (see `relation`) and, for duplicates and updates, fuse the texts (older → newer)."""
+def decide(
+    stored: Fact, incoming: Fact, model: ChatModel | None = None, *, near: bool = True, judge: Judge | None = None
+) -> Decision:
+    """Classify the pair (see `relation`; `judge`: its second opinion) and, for duplicates and
+    updates, fuse the texts (older → newer)."""
     older, newer = ordered(stored, incoming)
-    kind, reason = relation(older, newer, near=near)
+    kind, reason = relation(older, newer, near=near, judge=judge)
     if kind in ("distinct", "contradiction"):
         return Decision(kind, reason)
     fusion = fuse(older.fact, newer.fact, model)

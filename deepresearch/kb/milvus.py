@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.errors import DeepResearchError, DimensionMismatch, InputError, SearchError
 from deepresearch.facts import Fact
+from deepresearch.models.embed import Embedder
 from deepresearch.retry import GaveUp, Retry, TryAgain
 
 if TYPE_CHECKING:
@@ -336,3 +337,44 @@ def source_urls(row: dict[str, Any]) -> list[str]:
         value = value.get("urls")
     urls = [s for s in value if isinstance(s, str) and s] if isinstance(value, list) else []
     return urls or [row["source_url"]]
+
+
+class RemoteVectors(Embedder):
+    """An embedder serving the pulled rows' own vectors when the remote was built with the local
+    model, so a pull does not re-embed (the model stays unloaded); other texts go to the model."""
+
+    def __init__(self, local: Any, reuse: bool):
+        self.local, self.reuse = local, reuse
+        self.table: dict[str, Any] = {}
+        self.model_id = local.model_id
+        self.served = self.embedded = 0
+
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
+        """The local model's dimension (read from the remote rows when reusing, without a load)."""
+        if self.reuse and self.table:
+            return len(next(iter(self.table.values())))
+        return self.local.dimension
+
+    def add(self, rows: list[dict]) -> None:
+        """Remember the vectors of rows about to be stored (keys as the KB stores the text)."""
+        import numpy as np
+
+        if self.reuse:
+            for row in (r for r in rows if r.get("embedding_model") == self.model_id):
+                vector = np.asarray(row["vector"], dtype=np.float32)
+                norm = float(np.linalg.norm(vector))
+                self.table[" ".join(row["fact"].split())] = vector / norm if norm else vector
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        """Vectors for texts: remote ones where known, the local model for the rest."""
+        import numpy as np
+
+        missing = [t for t in texts if t not in self.table]
+        if missing:
+            self.embedded += len(missing)
+            self.table.update(zip(missing, self.local.embed_batch(missing), strict=True))
+        self.served += len(texts) - len(missing)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Lifecycle-aware recall: semantic (vec0, the RAM matrix or the compact copy) or, degraded, FTS5 keyword search."""
+"""Lifecycle-aware recall: semantic (the vector engine `engine_for` picks) or, degraded, FTS5 keyword search."""
 
 from __future__ import annotations
 
@@ -6,20 +6,18 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, TypedDict
 
-import numpy as np
-
 from deepresearch.facts import Hit
 from deepresearch.kb import lifecycle
-from deepresearch.kb.codes import Indexes
-from deepresearch.kb.fts import search_fts
-from deepresearch.kb.index import Filter, search_vec0, vec_dimension
+from deepresearch.kb.engines import Context, search_fts
+from deepresearch.kb.lifecycle import Filter
+from deepresearch.kb.maintenance import backfill
 from deepresearch.kb.records import Recall
-from deepresearch.kb.rows import select_facts
-from deepresearch.kb.vectors import backfill
+from deepresearch.kb.repository import select_facts, vec_dimension
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from deepresearch.config import KBConfig
-    from deepresearch.models.embed import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -36,78 +34,36 @@ class RecallOptions(TypedDict, total=False):
     include_expired: bool
 
 
-def recall(
-    conn: Any,
-    config: KBConfig,
-    indexes: Indexes,
-    vectors: tuple[Embedder | None, str | None],
-    text: str,
-    *,
-    top_k: int | None = None,
-    min_confidence: float | None = None,
-    mode: str | None = None,
-    freshness: str | None = None,
-    category: str | None = None,
-    now: float | None = None,
-    include_expired: bool = False,
-    one_shot: bool = False,
-) -> Recall:
+def recall(ctx: Context, text: str, **options: Unpack[RecallOptions]) -> Recall:
     """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
 
-    `vectors` is (checked embedder, None) or (None, why not). Relevance is the cosine
-    similarity; on the degraded path it is BM25 mapped to 0..1. `one_shot` (a process that
-    answers one query, e.g. the CLI) never loads the float matrix.
+    Relevance is the cosine similarity; on the degraded path it is BM25 mapped to 0..1. The
+    vector engine is `Engines.engine_for`'s (a one-shot process never loads the float matrix).
     """
+    config, conn = ctx.config, ctx.conn
+    now = options.get("now")
     now = time.time() if now is None else now
-    k = top_k or config.top_k
-    vis = lifecycle.visibility(mode, config, freshness, category, include_expired)
-    minimum = config.min_confidence if min_confidence is None else float(min_confidence)
-    flt = Filter(vis, now, minimum, config)
-    embedder, reason = vectors
+    k = options.get("top_k") or config.top_k
+    include_expired = bool(options.get("include_expired", False))
+    vis = lifecycle.visibility(
+        options.get("mode"), config, options.get("freshness"), options.get("category"), include_expired
+    )
+    minimum = options.get("min_confidence")
+    flt = Filter(vis, now, config.min_confidence if minimum is None else float(minimum), config)
+    embedder, reason = ctx.vectors()
     if embedder is not None:
         backfill(conn, embedder)
         # an unclaimed (empty) vector table may still have the migration's default dimension
         empty = vec_dimension(conn) != embedder.dimension
         vector = embedder.embed(text)
-        found = [] if empty else search_vectors(conn, config, indexes, vector, flt, k, one_shot=one_shot)
+        found = [] if empty else ctx.engine().search(vector, flt, k)
     else:
         log.info("keyword recall instead of semantic: %s", reason)  # Recall.reason carries it
         found = search_fts(conn, text, flt, k)
     return Recall(
-        hits(conn, config, found, flt),
-        degraded=embedder is None,
-        reason=reason,
-        mode=vis.mode,
+        hits(conn, config, found, flt), degraded=embedder is None, reason=reason, mode=vis.mode,
         include_expired=include_expired,
-    )
-
-
-def search_vectors(
-    conn: Any,
-    config: KBConfig,
-    indexes: Indexes,
-    vector: np.ndarray,
-    flt: Filter,
-    k: int,
-    *,
-    one_shot: bool = False,
-) -> list[tuple[int, float]]:
-    """Top-k (rid, cosine): sqlite-vec KNN for small KBs, else the float matrix or the compact copy.
-
-    Below `ram_index_min_facts` facts one vec0 KNN is cheapest. Above it a long-running process
-    keeps the exact float32 matrix in RAM up to `bit_index_min_facts` (146 MiB at 100k), and
-    the compact copy stored in the file (kb/codes.py) beyond; a one-shot process always uses
-    the compact copy, which loads in a fraction of the matrix's time (docs/BENCHMARKS.md).
-    """
-    # max(rid) is O(1) and close enough to the row count to pick an engine
-    count = conn.execute("select coalesce(max(rid), 0) from facts").fetchone()[0]
-    if count < config.ram_index_min_facts:
-        return search_vec0(conn, vector, flt, k)
-    if count >= config.bit_index_min_facts or (one_shot and not indexes.ram.rids.size):
-        indexes.codes.refresh(conn)
-        return indexes.codes.search(conn, vector, flt, k)
-    indexes.ram.refresh(conn)
-    return indexes.ram.search(vector, flt, k)
+    )  # fmt: skip
 
 
 def hits(conn: Any, config: KBConfig, found: list[tuple[int, float]], flt: Filter) -> list[Hit]:

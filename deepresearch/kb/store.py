@@ -1,15 +1,18 @@
 """The knowledge base: facts with embeddings, provenance, history, lifecycle-aware recall.
 
-`KnowledgeBase` is a thin facade over an injected connection (see deepresearch.db.connect)
-that holds what lives longer than one call — the lazily loaded embedder, the RAM index and
-the merge model — and hands them to the modules that do the work:
+`KnowledgeBase` owns what lives longer than one call over an injected connection (see
+deepresearch.db.connect) — the config, the lazily loaded embedder, the vector engines and the
+merge model, together its `Context` (kb/engines.py) — and hands that one object to the modules
+that do the work:
 
-- kb/rows.py: plain functions over the connection (insert, history, generation, rows → facts);
-- kb/vectors.py: the embedding-model claim (fail closed on a mismatch), backfill, reembed;
+- kb/repository.py: every SQL statement on the facts table (insert, history, generation, rows → facts);
+- kb/engines.py: the vector engines behind one `search` and the rule choosing one, keyword search,
+  the embedding-model claim (fail closed on a mismatch);
 - kb/write.py: the write path (validate, embed, plan merges, one short transaction);
-- kb/recall.py: lifecycle-aware recall (vec0, the RAM index, or FTS5 when degraded);
-- kb/merge.py, kb/classify.py, kb/plan.py, kb/compress.py: merging with differential preservation;
-- kb/sweep.py, kb/check.py, kb/analytics.py: expiry, consistency, DuckDB stats/export/import.
+- kb/recall.py: lifecycle-aware recall (a vector engine, or FTS5 when degraded);
+- kb/merge.py, kb/classify.py, kb/compress.py: merging with differential preservation (the write
+  path plans its merges in kb/write.py);
+- kb/maintenance.py, kb/analytics.py: expiry, consistency, backfill/reembed, DuckDB stats/export/import.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from deepresearch.db import transaction
 from deepresearch.errors import DeepResearchError
 from deepresearch.facts import Fact
 from deepresearch.indexing import EmbedderSource, LazyEmbedder
-from deepresearch.kb import analytics, rows, vectors, write
-from deepresearch.kb.check import check, vectors_not_checked
-from deepresearch.kb.codes import Indexes
+from deepresearch.kb import analytics, maintenance, records, write
+from deepresearch.kb import repository as repo
 from deepresearch.kb.compress import compress
+from deepresearch.kb.engines import Context, Engines
+from deepresearch.kb.maintenance import SweepResult, check, sweep, vectors_not_checked
 from deepresearch.kb.recall import RecallOptions, recall
 from deepresearch.kb.records import AddResult, CompressResult, Conflict, HistoryEvent, Recall
-from deepresearch.kb.sweep import SweepResult, sweep
+from deepresearch.kb.write import StoreOptions
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -48,16 +52,43 @@ class KnowledgeBase:
     """Facts, their sources, vectors, FTS rows and history in the workspace SQLite file."""
 
     def __init__(self, conn: Any, embedder: EmbedderSource | None, config: KBConfig):
-        self.conn = conn
-        self.config = config
-        self._embedder = LazyEmbedder(embedder, "the knowledge base")
         # the float matrix (recall from kb.ram_index_min_facts on) and the compact copy
-        # (from kb.bit_index_min_facts on, and in one-shot processes), loaded on first use
-        self.indexes = Indexes()
-        # True in a process that answers one query (the CLI): never load the float matrix
-        self.one_shot = False
-        # the chat model that proposes fusions on write (None → the mechanical merge)
-        self.merge_model: ChatModel | None = None
+        # (from kb.bit_index_min_facts on, and in one-shot processes) load on first use
+        engines = Engines(conn, config)
+        self.ctx = Context(conn, config, LazyEmbedder(embedder, "the knowledge base"), engines)
+
+    @property
+    def conn(self) -> Any:
+        """The workspace database connection."""
+        return self.ctx.conn
+
+    @property
+    def config(self) -> KBConfig:
+        """The `kb` section of the configuration."""
+        return self.ctx.config
+
+    @property
+    def indexes(self) -> Engines:
+        """The vector engines (`vec0`, the float matrix `ram`, the compact copy `codes`)."""
+        return self.ctx.engines
+
+    @property
+    def one_shot(self) -> bool:
+        """True in a process that answers one query (the CLI): never load the float matrix."""
+        return self.ctx.one_shot
+
+    @one_shot.setter
+    def one_shot(self, value: bool) -> None:
+        self.ctx.one_shot = value
+
+    @property
+    def merge_model(self) -> ChatModel | None:
+        """The chat model that proposes fusions on write (None → the mechanical merge)."""
+        return self.ctx.merge_model
+
+    @merge_model.setter
+    def merge_model(self, model: ChatModel | None) -> None:
+        self.ctx.merge_model = model
 
     @classmethod
     def from_workspace(cls, ws: Workspace) -> KnowledgeBase:
@@ -79,15 +110,11 @@ class KnowledgeBase:
     @property
     def has_vectors(self) -> bool:
         """True when sqlite-vec is loaded and the vector table exists."""
-        return rows.has_vectors(self.conn)
+        return repo.has_vectors(self.conn)
 
     def embedder(self) -> Embedder:
         """The embedder, created on first use (raises ModelError/ModelNotFound if it cannot load)."""
-        return self._embedder()
-
-    def _vectors(self, embedder: Embedder | None = None) -> write.Vectors:
-        """The write path's lazy (checked embedder | None, reason) for this KB or another embedder."""
-        return lambda: vectors.vector_or_reason(self.conn, (lambda: embedder) if embedder else self.embedder)
+        return self.ctx.embedder()
 
     # --- writing ------------------------------------------------------------------------
 
@@ -103,17 +130,8 @@ class KnowledgeBase:
         duplicates (cosine >= kb.duplicate_similarity) merge into it (see kb/merge.py) unless
         `merge` is False; `model` (default: `merge_model`) proposes the fused text."""
         now = time.time() if now is None else now
-        return write.store_facts(
-            self.conn,
-            self.config,
-            self.indexes,
-            self._vectors(),
-            facts,
-            now,
-            keep_identity=False,
-            merge=merge,
-            model=model or self.merge_model,
-        )
+        options = StoreOptions(keep_identity=False, merge=merge, model=model or self.merge_model)
+        return write.store_facts(self.ctx, facts, now, options)
 
     def import_facts(
         self, facts: list[Fact], now: float | None = None, *, embedder: Embedder | None = None
@@ -124,9 +142,7 @@ class KnowledgeBase:
         this call (a sync pull serves the remote rows' vectors through it).
         """
         now = time.time() if now is None else now
-        return write.store_facts(
-            self.conn, self.config, self.indexes, self._vectors(embedder), facts, now, keep_identity=True
-        )
+        return write.store_facts(self.ctx, facts, now, StoreOptions(keep_identity=True, embedder=embedder))
 
     def receive_facts(
         self, facts: list[Fact], now: float | None = None, *, embedder: Embedder | None = None
@@ -139,17 +155,8 @@ class KnowledgeBase:
         kb.bit_index_min_facts): a pull stores facts in bulk, and one matrix product per batch
         finds the same neighbours as a vec0 scan per fact, ≈ 100× sooner at 10k facts."""
         now = time.time() if now is None else now
-        return write.store_facts(
-            self.conn,
-            self.config.model_copy(update={"ram_index_min_facts": 0}),
-            self.indexes,
-            self._vectors(embedder),
-            facts,
-            now,
-            keep_identity=True,
-            merge=True,
-            model=self.merge_model,
-        )
+        options = StoreOptions(keep_identity=True, merge=True, model=self.merge_model, embedder=embedder, bulk=True)
+        return write.store_facts(self.ctx, facts, now, options)
 
     def import_jsonl(self, path: Any, now: float | None = None, *, link: bool = False) -> AddResult:
         """Import facts from JSONL in the interchange shape (the one `export` writes).
@@ -186,17 +193,12 @@ class KnowledgeBase:
 
     def _stored_texts(self, ids: list[str]) -> dict[str, str]:
         """{id: text} of the stored facts among `ids` (imports check ids against them)."""
-        found: dict[str, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.conn.execute(f"select id, fact from facts where id in ({marks})", part).fetchall())
-        return found
+        return repo.stored_texts(self.conn, ids)
 
     def absorb(self, old_ids: list[str], merged: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `merged` (sources: the union) and supersede every fact of `old_ids` by it; return its id."""
         now = time.time() if now is None else now
-        return write.absorb(self.conn, self.config, self._vectors(), old_ids, merged, now, reason)
+        return write.absorb(self.ctx, old_ids, merged, now, reason)
 
     def supersede(self, old_id: str, new: Fact, now: float | None = None, reason: str = "merge") -> str:
         """Store `new` (keeping the old fact's sources), mark the old one superseded; return the new id."""
@@ -205,19 +207,19 @@ class KnowledgeBase:
     def flag_conflict(self, fact_id: str, other_id: str, reason: str, now: float | None = None) -> None:
         """Record that two facts contradict each other (both stay active) for re-verification."""
         with transaction(self.conn):
-            rows.flag(self.conn, fact_id, other_id, reason, time.time() if now is None else now)
+            records.flag(self.conn, fact_id, other_id, reason, time.time() if now is None else now)
 
     def compress(
         self, model: ChatModel | None = None, *, dry_run: bool = False, now: float | None = None
     ) -> CompressResult:
         """Merge near-duplicate clusters across the whole KB (see kb/compress.py); `dry_run` writes nothing."""
-        return compress(self.conn, self.config, self._vectors(), model, dry_run=dry_run, now=now)
+        return compress(self.ctx, model, dry_run=dry_run, now=now)
 
     # --- reading ------------------------------------------------------------------------
 
     def get(self, fact_id: str) -> Fact:
         """One fact with all its sources (NotFound if no fact has this id)."""
-        return rows.get(self.conn, fact_id)
+        return repo.get(self.conn, fact_id)
 
     def query(self, text: str, **options: Unpack[RecallOptions]) -> Recall:
         """Recall facts related to `text` under a lifecycle mode (FTS5 keyword search if degraded).
@@ -227,7 +229,7 @@ class KnowledgeBase:
         mapped to 0..1. Swept (`expired`) and `superseded` facts are recalled only with
         `include_expired`. A hit in an open contradiction lists the other fact ids in `conflicts_with`.
         """
-        found = recall(self.conn, self.config, self.indexes, self._vectors()(), text, one_shot=self.one_shot, **options)
+        found = recall(self.ctx, text, **options)
         if found.hits:
             for c in self.conflicts([h.id for h in found.hits]):
                 for hit in found.hits:
@@ -237,18 +239,18 @@ class KnowledgeBase:
 
     def history(self, fact_id: str) -> list[HistoryEvent]:
         """Every recorded change of a fact, oldest first (NotFound if there is none)."""
-        return rows.history(self.conn, fact_id)
+        return records.history(self.conn, fact_id)
 
     def conflicts(self, fact_ids: Iterable[str] | None = None, include_resolved: bool = False) -> list[Conflict]:
         """Flagged contradictions (involving `fact_ids`, if given), oldest first; by default only
         open ones: not resolved, and both facts still active (not superseded, expired or purged)."""
-        return rows.conflicts(self.conn, fact_ids, include_resolved)
+        return repo.conflicts(self.conn, fact_ids, include_resolved)
 
     # --- maintenance ----------------------------------------------------------------------
 
     def reembed(self, batch: int = 256, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild every fact vector with the configured model; returns the number of facts."""
-        return vectors.reembed(self.conn, self.embedder, batch, progress)
+        return maintenance.reembed(self.conn, self.embedder, batch, progress)
 
     def sweep(
         self, now: float | None = None, purge: bool = False, batch: int = 500, dry_run: bool = False

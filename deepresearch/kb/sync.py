@@ -24,15 +24,17 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypedDict
 
 from deepresearch.config import KBConfig, MilvusConfig
 from deepresearch.db import get_meta, set_meta
 from deepresearch.errors import DeepResearchError, InputError
 from deepresearch.facts import Fact
-from deepresearch.kb import rows
+from deepresearch.kb import records
+from deepresearch.kb import repository as repo
 from deepresearch.kb.milvus import (
     Remote,
+    RemoteVectors,
     check_compatible,
     create,
     default_client,
@@ -43,10 +45,12 @@ from deepresearch.kb.milvus import (
     source_urls,
     validate_collection,
 )
-from deepresearch.kb.rows import DIMENSION_KEY, MODEL_KEY
+from deepresearch.kb.repository import DIMENSION_KEY, MODEL_KEY
 from deepresearch.kb.store import KnowledgeBase
-from deepresearch.models.embed import Embedder
 from deepresearch.text import redact_secrets
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +126,7 @@ class _VectorReader:
     def __init__(self, conn: Any, bulk: bool):
         self.conn, self.all = conn, None
         if bulk:
-            from deepresearch.kb.index import read_all_vectors
+            from deepresearch.kb.engines import read_all_vectors
 
             rids, matrix = read_all_vectors(conn)
             self.all = dict(zip(rids.tolist(), matrix, strict=True))
@@ -131,19 +135,33 @@ class _VectorReader:
         """The vector of a fact row, None if it has none (stored while sqlite-vec was unavailable)."""
         if self.all is not None:
             return self.all.get(rid)
-        from deepresearch.kb.index import FACT_VEC
+        from deepresearch.kb.repository import FACT_VEC
 
         return FACT_VEC.vectors(self.conn, [rid]).get(rid)
 
 
-def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: str,
-          now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
+@dataclass
+class _Session:
+    """One sync's shared values: the remote, its collection, the report being filled, the
+    watermark key, the sync's time, the batch size and the progress callback."""
+
+    remote: Remote
+    collection: str
+    report: SyncReport
+    key: str
+    now: float
+    batch: int
+    progress: Progress | None
+
+
+def _push(conn: Any, s: _Session) -> None:
     model, dim = get_meta(conn, MODEL_KEY) or "", int(get_meta(conn, DIMENSION_KEY) or 0)
+    remote, collection, report = s.remote, s.collection, s.report
     existing = describe(remote, collection)
     # a collection that is gone (dropped, or a new server) gets everything, not just the changes
-    since = _read_watermark(conn, key) if existing is not None else 0
-    upto = rows.last_seq(conn)
-    changed = rows.changes_since(conn, since, upto)
+    since = _read_watermark(conn, s.key) if existing is not None else 0
+    upto = records.last_seq(conn)
+    changed = records.changes_since(conn, since, upto)
     if changed and not model:
         raise DeepResearchError(
             "cannot push: the knowledge base has no embedding vectors yet — run `deepresearch kb reembed`"
@@ -161,14 +179,33 @@ def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: s
         report.created, report.remote_dimension, report.remote_model = True, dim, model
         if not report.dry_run:
             create(remote, collection, dim, model)
+    no_vector = _push_changes(conn, s, changed, model, created=existing is None)
+    if existing is not None:
+        report.deleted += _delete_expired(remote, collection, s.now, report.dry_run)
+    if no_vector:
+        report.skipped += len(no_vector)
+        report.warnings.append(
+            f"{len(no_vector)} fact(s) have no vector yet and were not pushed — run"
+            " `deepresearch kb reembed`, then sync again"
+        )
+        upto = min(no_vector) - 1
+    if not report.dry_run:
+        if report.pushed or report.deleted:
+            remote.call("flush", collection)  # searches before a flush are slow (≈0.5 s each)
+        _write_watermark(conn, s.key, upto, s.now)
+
+
+def _push_changes(conn: Any, s: _Session, changed: list[tuple[str, int]], model: str, created: bool) -> list[int]:
+    """Upsert the changed facts that are live, delete the others remotely (none from a collection
+    this push `created`); returns the first history seq of facts without a vector (resent next time)."""
     vectors = _VectorReader(conn, bulk=len(changed) > 2000)
-    no_vector: list[int] = []  # first history seq of facts without a vector: resent next time
-    for start in range(0, len(changed), batch):
-        chunk = changed[start : start + batch]
-        ids = [c[0] for c in chunk]
-        found, stored = rows.select_facts(conn, "id", ids)
+    no_vector: list[int] = []
+    report = s.report
+    for start in range(0, len(changed), s.batch):
+        chunk = changed[start : start + s.batch]
+        found, stored = repo.select_facts(conn, "id", [c[0] for c in chunk])
         facts = {f.id: f for f in stored}
-        live = {r[1]: r[0] for r in found if r[10] == "active" and (r[9] is None or r[9] >= now)}
+        live = {r[1]: r[0] for r in found if r[10] == "active" and (r[9] is None or r[9] >= s.now)}
         upserts, deletes = [], []
         for fact_id, first_seq in chunk:
             if fact_id not in live:  # superseded, expired, past expires_at, or purged
@@ -184,30 +221,17 @@ def _push(conn: Any, remote: Remote, collection: str, report: SyncReport, key: s
                 report.warnings.append(f"fact {fact_id} not pushed: {problem}")
             else:
                 upserts.append(row)
-        if existing is None:
-            deletes = []  # nothing to delete in a collection this push creates
+        deletes = [] if created else deletes  # nothing to delete in a collection this push creates
         if not report.dry_run:
             if upserts:
-                remote.call("upsert", collection, upserts)
+                s.remote.call("upsert", s.collection, upserts)
             if deletes:
-                remote.call("delete", collection, ids=deletes)
+                s.remote.call("delete", s.collection, ids=deletes)
         report.pushed += len(upserts)
         report.deleted += len(deletes)
-        if progress:
-            progress("push", min(start + batch, len(changed)), len(changed))
-    if existing is not None:
-        report.deleted += _delete_expired(remote, collection, now, report.dry_run)
-    if no_vector:
-        report.skipped += len(no_vector)
-        report.warnings.append(
-            f"{len(no_vector)} fact(s) have no vector yet and were not pushed — run"
-            " `deepresearch kb reembed`, then sync again"
-        )
-        upto = min(no_vector) - 1
-    if not report.dry_run:
-        if report.pushed or report.deleted:
-            remote.call("flush", collection)  # searches before a flush are slow (≈0.5 s each)
-        _write_watermark(conn, key, upto, now)
+        if s.progress:
+            s.progress("push", min(start + s.batch, len(changed)), len(changed))
+    return no_vector
 
 
 def _delete_expired(remote: Remote, collection: str, now: float, dry_run: bool) -> int:
@@ -268,10 +292,7 @@ def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     """Remote rows worth storing here (new, verified later, or with new sources) and the rest's count."""
     ids = [r["id"] for r in rows]
     marks = ",".join("?" * len(ids))
-    local = {
-        r[0]: (r[1], r[2])
-        for r in conn.execute(f"select id, status, verified_at from facts where id in ({marks})", ids)
-    }
+    local = repo.states(conn, ids)
     sources: dict[str, set[str]] = {}
     for fid, url in conn.execute(f"select fact_id, url from fact_sources where fact_id in ({marks})", ids):
         sources.setdefault(fid, set()).add(url)
@@ -312,58 +333,12 @@ def _wanted(conn: Any, rows: list[dict]) -> tuple[list[Fact], int]:
     return wanted, skipped
 
 
-class _RemoteVectors(Embedder):
-    """An embedder serving the pulled rows' own vectors when the remote was built with the local
-    model, so a pull does not re-embed (the model stays unloaded); other texts go to the model."""
-
-    def __init__(self, local: Any, reuse: bool):
-        self.local, self.reuse = local, reuse
-        self.table: dict[str, Any] = {}
-        self.model_id = local.model_id
-        self.served = self.embedded = 0
-
-    @property
-    def dimension(self) -> int:  # type: ignore[override]
-        """The local model's dimension (read from the remote rows when reusing, without a load)."""
-        if self.reuse and self.table:
-            return len(next(iter(self.table.values())))
-        return self.local.dimension
-
-    def add(self, rows: list[dict]) -> None:
-        """Remember the vectors of rows about to be stored (keys as the KB stores the text)."""
-        import numpy as np
-
-        if self.reuse:
-            for row in (r for r in rows if r.get("embedding_model") == self.model_id):
-                vector = np.asarray(row["vector"], dtype=np.float32)
-                norm = float(np.linalg.norm(vector))
-                self.table[" ".join(row["fact"].split())] = vector / norm if norm else vector
-
-    def embed_batch(self, texts: list[str]) -> Any:
-        """Vectors for texts: remote ones where known, the local model for the rest."""
-        import numpy as np
-
-        missing = [t for t in texts if t not in self.table]
-        if missing:
-            self.embedded += len(missing)
-            self.table.update(zip(missing, self.local.embed_batch(missing), strict=True))
-        self.served += len(texts) - len(missing)
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
-
-
-def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _RemoteVectors,
+def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: RemoteVectors,
                   report: SyncReport) -> list[str]:  # fmt: skip
     """Store pulled facts; returns the ids added. Facts new here go through the write path of
     `kb add` (merged with or flagged against the facts here, ids and times kept); facts known
     here by id are reconfirmed (later verification, new sources) as `kb import` does."""
-    known = {
-        r[0]
-        for r in kb.conn.execute(
-            f"select id from facts where id in ({','.join('?' * len(wanted))})", [f.id for f in wanted]
-        )
-    }
+    known = set(repo.stored_texts(kb.conn, [f.id for f in wanted]))
     added: list[str] = []
     for facts, store in (
         ([f for f in wanted if f.id in known], kb.import_facts),
@@ -384,26 +359,26 @@ def _store_pulled(kb: KnowledgeBase, wanted: list[Fact], now: float, vectors: _R
     return added
 
 
-def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport, key: str,
-          now: float, batch: int, progress: Progress | None) -> None:  # fmt: skip
+def _pull(kb: KnowledgeBase, s: _Session) -> None:
     from deepresearch.errors import NotFound
 
+    remote, collection, report, now = s.remote, s.collection, s.report, s.now
     existing = describe(remote, collection)
     if existing is None:
         raise NotFound(f"no collection {collection} at {remote.uri} — push to it first, or check --collection")
     report.remote_dimension, report.remote_model = existing
     remote.call("load_collection", collection)  # a new process finds it released
     conn = kb.conn
-    before = rows.last_seq(conn)
-    pushed_upto = _read_watermark(conn, key)
+    before = records.last_seq(conn)
+    pushed_upto = _read_watermark(conn, s.key)
     added: set[str] = set()
-    seen, total = 0, _rows_about(remote, collection) if progress else 0
+    seen, total = 0, _rows_about(remote, collection) if s.progress else 0
     vectors = None
     if not report.dry_run:
         local = kb.embedder()  # cheap: a model loads on its first embed, not here
         # rows say which model made their vector; fetch vectors unless the collection says "another"
-        vectors = _RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
-    for batch_rows in _remote_batches(remote, collection, now, batch):
+        vectors = RemoteVectors(local, reuse=report.remote_model in (None, local.model_id))
+    for batch_rows in _remote_batches(remote, collection, now, s.batch):
         seen += len(batch_rows)
         wanted, skipped = _wanted(conn, batch_rows)
         report.skipped += skipped
@@ -414,25 +389,37 @@ def _pull(kb: KnowledgeBase, remote: Remote, collection: str, report: SyncReport
                 fields = ["id", "fact", "embedding_model", "vector"]
                 vectors.add(remote.call("get", collection, ids=[f.id for f in wanted], output_fields=fields))
             added.update(_store_pulled(kb, wanted, now, vectors, report))
-        if progress:
-            progress("pull", seen, max(total, seen))
-    if progress and seen != total:
-        progress("pull", seen, seen)  # the rough total was off (expired rows): end at 100 %
+        if s.progress:
+            s.progress("pull", seen, max(total, seen))
+    if s.progress and seen != total:
+        s.progress("pull", seen, seen)  # the rough total was off (expired rows): end at 100 %
     if vectors is not None:
         report.reused_vectors, report.embedded = vectors.served, vectors.embedded
     if report.dry_run or pushed_upto != before:
         return
     # The remote already holds what was just pulled: when the pull's own 'add' rows are the only
     # new history, move the push watermark past them so the next push does not send them back.
-    after = rows.last_seq(conn)
+    after = records.last_seq(conn)
     others = conn.execute(
         "select fact_id, event from fact_history where seq > ? and seq <= ?", (before, after)
     ).fetchall()
     if all(event == "add" and fid in added for fid, event in others):
-        _write_watermark(conn, key, after, now)
+        _write_watermark(conn, s.key, after, now)
 
 
 # --- entry point ------------------------------------------------------------------------
+
+
+class SyncSettings(TypedDict, total=False):
+    """`sync_milvus`'s keyword options: the sync's time, rows per batch, the client seam for tests
+    (`client_factory(uri, timeout)`, default MilvusClient), the deadline and retries of every
+    Milvus call (default: the KB's kb.milvus), and the wait between retries."""
+
+    now: float | None
+    batch: int
+    client_factory: Callable[[str, float], Any] | None
+    settings: MilvusConfig | None
+    sleep: Callable[[float], None]
 
 
 def sync_milvus(
@@ -442,18 +429,12 @@ def sync_milvus(
     direction: str = "push",
     dry_run: bool = False,
     progress: Progress | None = None,
-    *,
-    now: float | None = None,
-    batch: int = 500,
-    client_factory: Callable[[str, float], Any] | None = None,
-    settings: MilvusConfig | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    **options: Unpack[SyncSettings],
 ) -> SyncReport:
     """Push local facts to (and/or pull remote facts from) a Milvus collection; returns counts.
 
     `kb_or_conn` is a KnowledgeBase (needed to pull: pulled facts are embedded locally) or a
-    connection (push only). Every Milvus call has the deadline and retries of `settings` (default:
-    the KB's kb.milvus). `client_factory(uri, timeout)` is the seam for tests (default MilvusClient).
+    connection (push only); `options` are `SyncSettings`.
     """
     started = time.perf_counter()
     validate_collection(collection)  # before any connection: the name reaches Milvus calls
@@ -462,16 +443,20 @@ def sync_milvus(
     resolved = resolve_uri(uri)
     # a bare connection can push (vectors are read, not made); its pull fails for want of an embedder
     kb = kb_or_conn if isinstance(kb_or_conn, KnowledgeBase) else KnowledgeBase(kb_or_conn, None, KBConfig())
+    now = options.get("now")
     now = time.time() if now is None else now
     report = SyncReport(uri=resolved, collection=collection, direction=direction, dry_run=dry_run)
-    key = _watermark_key(resolved, collection)
+    settings, factory = options.get("settings") or kb.config.milvus, options.get("client_factory") or default_client
     with quiet_pymilvus():
-        remote = Remote.connect(resolved, settings or kb.config.milvus, client_factory or default_client, sleep)
+        remote = Remote.connect(resolved, settings, factory, options.get("sleep", time.sleep))
+        session = _Session(
+            remote, collection, report, _watermark_key(resolved, collection), now, options.get("batch", 500), progress
+        )
         try:
             if direction in ("push", "both"):
-                _push(kb.conn, remote, collection, report, key, now, batch, progress)
+                _push(kb.conn, session)
             if direction in ("pull", "both"):
-                _pull(kb, remote, collection, report, key, now, batch, progress)
+                _pull(kb, session)
         finally:
             remote.close()
     report.seconds = time.perf_counter() - started

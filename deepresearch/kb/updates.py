@@ -25,6 +25,12 @@ different times.
 Casing tells a name in spaced scripts; in Chinese/Japanese, jieba's part-of-speech tags
 (person, place, organization, other proper noun) or a word missing from its dictionary do.
 A common word swapped ("喜欢猫" → "喜欢狗", "a guitar" → "a flute") is another claim, not a value.
+
+Where the rule has no verdict — the texts neither align as one slot changed, nor show signs of
+different times or subjects, nor are the same claim — a second opinion may be asked (`Judge`,
+injected by the caller: kb/merge.py `relation`, wired from kb/classify.py; the model's is
+models/judge.py). It is asked only about pairs sharing most of their words (`undecided`), and its
+verdict is used only when it is consistent with the texts (`second_opinion`).
 """
 
 from __future__ import annotations
@@ -33,12 +39,16 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
 from itertools import takewhile
+from typing import Callable
 
+from deepresearch.errors import DeepResearchError
 from deepresearch.kb.align import PUNCT, Token, join, opcodes, proper, regions, tokens, unspaced
+from deepresearch.prompts import JUDGE_VERDICTS
 from deepresearch.text import STOPWORDS, content_words, numbers, stem
 
 MAX_VALUE_TOKENS = 6  # a name, title or date longer than this is a clause, not a value
 MAX_REGIONS = 6  # more differing spans than this and the texts are not one claim
+MIN_ALIGNED_ANY = 0.5  # under this share of tokens aligned the texts are not compared further
 # weekdays and relative days: *when* a claim held, not a value of it
 WHEN_WORDS = frozenset("monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
 MONTHS = frozenset(
@@ -196,7 +206,7 @@ def compare(older: str, newer: str, *, min_shared: int = 4, min_aligned: float =
     spans = regions(old, new, ops)
     solid = [sum(not t.glue for t in side) for side in (old, new)]
     equal = [t for tag, i1, i2, _, _ in ops if tag == "equal" for t in old[i1:i2] if not t.glue]
-    if len(spans) > MAX_REGIONS or len(equal) < min_aligned * min(solid):
+    if len(spans) > MAX_REGIONS or len(equal) < MIN_ALIGNED_ANY * min(solid):
         return Comparison()
     swaps: list[tuple[str, str, list[Token], list[Token]]] = []
     out = Comparison()
@@ -211,11 +221,38 @@ def compare(older: str, newer: str, *, min_shared: int = 4, min_aligned: float =
                 return Comparison()  # a content word inside the aligned frame: another claim
             out.details.append(("old: " if o else "new: ") + join(side[a:b]))
             continue
-        problem = _not_a_slot(o, n, i1 == 0 and j1 == 0, old, new) or _dated_day(old, i1, i2)
+        ro, rn = _repeated(o), _repeated(n)
+        vo, vn = (ro, rn) if ro and rn else (o, n)
+        problem = _not_a_slot(vo, vn, i1 == 0 and j1 == 0, old, new) or _dated_day(old, i1, i2)
         if problem:
             return Comparison(apart=problem if problem.startswith("when") else None)
-        swaps.append((bare(o), bare(n), o, n))
+        swaps.append((bare(vo), bare(vn), o, n))
+    # the rest of the claim must match: a changed span of one kind of value counts as one token,
+    # however long it is or however often it appears ("2021年3月3日" is six tokens, a name may
+    # appear twice); a span mixing names and numbers ("Wigan 3-2 Wolves") counts in full
+    sides = ([swap[2] for swap in swaps], [swap[3] for swap in swaps])
+    frame = [
+        total - sum(sum(not t.glue for t in span) - 1 for span in side if not _mixed(span))
+        for total, side in zip(solid, sides, strict=True)
+    ]
+    if len(equal) < min_aligned * min(frame):
+        return Comparison()
     return _one_slot(out, swaps, old, new, min_shared)
+
+
+def _mixed(span: list[Token]) -> bool:
+    """Names and numbers in one span: several values (a score between two teams), not one."""
+    content = [t for t in span if not t.glue]
+    return any(numbers(t.text) for t in content) and any(_named(t) and not dated(t) for t in content)
+
+
+def _repeated(span: list[Token]) -> list[Token] | None:
+    """The value of a span that is one value twice around punctuation ("李伟，李伟": one slot
+    changed where it appears twice, joined into one span by kb/align.py `regions`)."""
+    for k, tok in enumerate(span):
+        if tok.glue and k and [t.key for t in span[:k]] == [t.key for t in span[k + 1 :]]:
+            return span[:k]
+    return None
 
 
 def _not_a_slot(o: list[Token], n: list[Token], initial: bool, old: list[Token], new: list[Token]) -> str | None:
@@ -288,3 +325,57 @@ def _short_claim(out: Comparison, shared: set[str], old: list[Token], new: list[
         return True  # Chinese states an age or a count without a verb ("小明今年3岁")
     frame = {t.key for t in old + new} | {w for t in old + new if unspaced(t.text) for w in t.text}
     return bool(frame & _STATIVE)
+
+
+# --- the second opinion on pairs the rule cannot decide ------------------------------------------
+
+VERDICTS = JUDGE_VERDICTS
+# (older text, newer text) → one of VERDICTS, or None (no opinion: no model, a failed call, an
+# answer outside the enum). Injected by the caller; models/judge.py holds the model's.
+Judge = Callable[[str, str], "str | None"]
+MIN_SHARED_SHARE = 0.5  # below this share of the shorter text's content words in common: not one claim
+
+
+def shared_share(older: str, newer: str) -> float:
+    """The share of the shorter text's content words (stems; jieba's words in Chinese) the other holds."""
+    a, b = _stems(tokens(older)), _stems(tokens(newer))
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def undecided(older: str, newer: str, *, min_share: float = MIN_SHARED_SHARE) -> bool:
+    """The rule has no verdict on the pair (not one slot changed, no sign of different times or
+    subjects, not the same claim), yet the texts share ≥ `min_share` of their content words: a
+    pair a second opinion may settle. Pairs sharing less are another claim, and nobody is asked."""
+    found = compare(older, newer)
+    if found.change is not None or found.apart or found.same:
+        return False
+    return shared_share(older, newer) >= min_share
+
+
+def second_opinion(older: str, newer: str, judge: Judge) -> str | None:
+    """The judge's verdict on an undecided pair when it is usable, else None (the rule's stands):
+    one of VERDICTS; 'same' only when no number is replaced and both or neither text is negated;
+    'update' and 'contradiction' only when a number or content word is replaced (something changed)."""
+    try:
+        verdict = judge(older, newer)
+    except DeepResearchError:  # a second opinion must never fail a write
+        return None
+    if verdict not in VERDICTS:
+        return None
+    old, new = tokens(older), tokens(newer)
+    if verdict == "same" and (_swapped(numbers(older), numbers(newer)) or _negated(old) != _negated(new)):
+        return None
+    if verdict in ("update", "contradiction") and not _swapped(
+        _stems(old) | numbers(older), _stems(new) | numbers(newer)
+    ):
+        return None
+    return verdict
+
+
+def _swapped(a: set[str], b: set[str]) -> bool:
+    """Something of `a` gone and something else come in `b`."""
+    return bool(a - b) and bool(b - a)
+
+
+def _negated(toks: list[Token]) -> bool:
+    return any(t.key in _NEGATIONS or t.key.endswith("n't") for t in toks)

@@ -1,6 +1,6 @@
 """Fact categories: a nearest-prototype rule on sentence embeddings, cue words as the fallback.
 
-The category decides a fact's TTL and decay (DESIGN §3), so it should say how a claim ages:
+The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it should say how a claim ages:
 - market_data: figures that move week to week — prices, shares, sales, revenue, growth;
 - product_info: what a product or service offers now — features, settings, defaults,
   versions, releases, support; changes with the next release;
@@ -10,18 +10,25 @@ The category decides a fact's TTL and decay (DESIGN §3), so it should say how a
 - historical: what happened and does not change — births, deaths, foundings, elections,
   events, dated milestones, biographies, works and their dates.
 
-`PrototypeCategorizer` embeds each category's description and example claims (written for
-this module, none from the evaluation sets) and files a fact under the category whose
-prototypes are nearest (score = mean of the two most similar prototypes of a category). When
-it is unsure — the two best categories within `margin` of each other — the fact goes to the
-shorter-lived of the two (CATEGORIES is ordered by TTL): a fact re-checked too early costs a
-search; one kept too long is a stale answer. `RuleCategorizer` (cue words, unknown → strategy)
-is what is used when no embedding model can be loaded.
+`LinearCategorizer` (the default) is a softmax regression on the sentence embeddings, fitted
+once per embedder and process (~0.1 s, numpy) on the category prototypes below and the
+hand-labeled dev claims of tests/data/extraction_labels.jsonl (models/category_examples.py; the
+held-out and fresh claims are what it is measured on). `PrototypeCategorizer` embeds each
+category's description and example claims (written for this module, none from the evaluation
+sets) and files a fact under the category whose prototypes are nearest (score = mean of the two
+most similar prototypes of a category). When either is unsure — the two best categories within
+`margin` of each other — the fact goes to the shorter-lived of the two (CATEGORIES is ordered by
+TTL): a fact re-checked too early costs a search; one kept too long is a stale answer.
+`RuleCategorizer` (cue words, unknown → strategy) is what is used when no embedding model can be
+loaded, and for CJK text (English examples, MiniLM).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import re
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
@@ -246,10 +253,146 @@ class PrototypeCategorizer:
 
     def choose(self, scores: dict[str, float]) -> str:
         """The best category; within `margin` of the runner-up, the shorter-lived of the two."""
-        best, second = sorted(scores, key=lambda c: -scores[c])[:2]
-        if scores[best] - scores[second] < self.margin:
-            return min(best, second, key=CATEGORIES.index)
-        return best
+        return choose_or_shorter_lived(scores, self.margin)
+
+
+# --- a linear classifier over labeled claims (the default) ----------------------------------
+
+# L2 strength of the softmax regression (C as in scikit-learn: larger = weaker), fixed steps of Adam.
+# Chosen by leave-one-out on the dev claims (docs/BENCHMARKS.md, session 12).
+LINEAR_C = 10.0
+LINEAR_STEPS = 300
+# Unsure: the best two categories' probabilities within this of each other.
+LINEAR_UNSURE_MARGIN = 0.05
+
+_LINEAR_WEIGHTS: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def training_set(extra: list[tuple[str, str]] | None = None) -> tuple[list[str], list[int]]:
+    """Texts and category indexes the classifier learns from: the prototypes and the labeled
+    (category, text) examples (default: the shipped ones)."""
+    from deepresearch.models.category_examples import EXAMPLES
+
+    pairs = [(c, text) for c in CATEGORIES for text in PROTOTYPES[c]]
+    pairs += EXAMPLES if extra is None else extra
+    return [t for _, t in pairs], [CATEGORIES.index(c) for c, _ in pairs]
+
+
+def fit_softmax(
+    x: np.ndarray, y: list[int], c: float = LINEAR_C, steps: int = LINEAR_STEPS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression (L2, mean log-loss + |W|²/(2·c·n)) by full-batch Adam; numpy only."""
+    import numpy as np
+
+    n, d = x.shape
+    onehot = np.eye(len(CATEGORIES))[y]
+    params = [np.zeros((d, len(CATEGORIES))), np.zeros(len(CATEGORIES))]
+    moments = [[np.zeros_like(p), np.zeros_like(p)] for p in params]
+    for t in range(1, steps + 1):
+        error = softmax(x @ params[0] + params[1]) - onehot
+        grads = [x.T @ error / n + params[0] / (c * n), error.mean(axis=0)]
+        for param, grad, (m, v) in zip(params, grads, moments, strict=True):
+            m *= 0.9
+            m += 0.1 * grad
+            v *= 0.999
+            v += 0.001 * grad * grad
+            param -= 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return params[0], params[1]
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise softmax."""
+    import numpy as np
+
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class LinearCategorizer:
+    """Softmax regression on the embeddings, fitted (once per embedder and process, ~0.1 s) on the
+    category prototypes and the dev claims of the labeled set; unsure → the shorter-lived of the
+    best two."""
+
+    name = "linear"
+
+    def __init__(
+        self, embedder: Embedder, margin: float = LINEAR_UNSURE_MARGIN, examples: list[tuple[str, str]] | None = None
+    ):
+        self.embedder = embedder
+        self.margin = margin
+        self.examples = examples  # None: the shipped examples (models/category_examples.py)
+        self._weights: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _fit(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._weights is None:
+            if self.examples is not None:
+                texts, labels = training_set(self.examples)
+                self._weights = fit_softmax(self.embedder.embed_batch(texts), labels)
+                return self._weights
+            cached = _LINEAR_WEIGHTS.get(self.embedder)
+            if cached is None:
+                cached = _stored_fit(self.embedder)
+                _LINEAR_WEIGHTS[self.embedder] = cached
+            self._weights = cached
+        return self._weights
+
+    def probabilities(self, texts: list[str]) -> list[dict[str, float]]:
+        """Per text, each category's probability."""
+        if not texts:
+            return []
+        weights, bias = self._fit()
+        p = softmax(self.embedder.embed_batch(texts) @ weights + bias)
+        return [{c: float(p[i, j]) for j, c in enumerate(CATEGORIES)} for i in range(len(texts))]
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        """The most probable category; CJK text by cue words (English examples, MiniLM)."""
+        latin = [t for t in texts if not has_cjk(t)]
+        chosen = iter([self.choose(p) for p in self.probabilities(latin)])
+        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
+
+    def choose(self, probabilities: dict[str, float]) -> str:
+        """The most probable category; within `margin` of the runner-up, the shorter-lived of the two."""
+        return choose_or_shorter_lived(probabilities, self.margin)
+
+
+def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
+    """The shipped classifier's weights for this embedder, kept in the model cache: embedding its
+    ~160 training sentences costs 2–10 s at each process start on a small machine, a stored fit
+    0.01 s. The file name hashes the embedder, the training set and the fit's settings, so a
+    change to any of them fits anew."""
+    import numpy as np
+
+    from deepresearch.models.shipped import model_cache_dir
+
+    texts, labels = training_set()
+    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, LINEAR_C, LINEAR_STEPS]
+    key = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:20]
+    path = model_cache_dir() / f"categories-{key}.npz"
+    try:
+        with np.load(path) as stored:
+            weights, bias = stored["weights"], stored["bias"]
+        if weights.shape == (embedder.dimension, len(CATEGORIES)) and bias.shape == (len(CATEGORIES),):
+            return weights, bias
+    except (OSError, KeyError, ValueError) as exc:
+        log.debug("category weights not stored yet (%s)", exc)
+    weights, bias = fit_softmax(embedder.embed_batch(texts), labels)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        with partial.open("wb") as out:
+            np.savez(out, weights=weights, bias=bias)
+        os.replace(partial, path)
+    except OSError as exc:  # a read-only cache: fit again next time
+        log.info("cannot store the category weights in %s: %s", path.parent, exc)
+    return weights, bias
+
+
+def choose_or_shorter_lived(scores: dict[str, float], margin: float) -> str:
+    """The best category; within `margin` of the runner-up, the shorter-lived of the two."""
+    best, second = sorted(scores, key=lambda c: -scores[c])[:2]
+    if scores[best] - scores[second] < margin:
+        return min(best, second, key=CATEGORIES.index)
+    return best
 
 
 # --- the chat model through the category enum (measured; see docs/BENCHMARKS.md) -----------
@@ -294,15 +437,15 @@ _DEFAULT: list[Categorizer] = []
 
 
 def default_categorizer() -> Categorizer:
-    """The prototype rule on the default embedding model (loaded once per process), or the cue
-    words when that model cannot be loaded."""
+    """The linear classifier on the default embedding model (loaded and fitted once per process),
+    or the cue words when that model cannot be loaded."""
     if not _DEFAULT:
         try:
             from deepresearch.config import EmbeddingConfig
             from deepresearch.models.embed import get_embedder
 
-            categorizer = PrototypeCategorizer(get_embedder(EmbeddingConfig()))
-            categorizer._prototypes()  # fail here (and fall back to cue words) if the model cannot embed
+            categorizer = LinearCategorizer(get_embedder(EmbeddingConfig()))
+            categorizer._fit()  # fail here (and fall back to cue words) if the model cannot embed
             _DEFAULT.append(categorizer)
         except (DeepResearchError, ImportError, OSError) as exc:
             log.info("categories from cue words (no embedding model: %s)", exc)

@@ -32,12 +32,18 @@ one sentence fails. The rules, each with the case it handles:
   "The" and common nouns only ("The default strategy is …", "The second form …") points to
   something named before → dropped;
 - method statements of a study ("Cytokine levels were measured.", "We followed 522
-  patients …", "The aim of this study was …") describe the source, not the world → dropped;
+  patients …", "The aim of this study was …", "Analysis of the … revealed …") and every sentence
+  of a structured abstract's method section (after a METHODS/DESIGN/… heading, or before a
+  chunk's first RESULTS heading) describe the source, not the world → dropped;
+- a relation to something named before: "For example, …", "The sender gathers …", "the
+  publication's …", "a similar range", "were then treated", "the few studies", "Notable
+  speakers included …" → dropped;
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
   documentation for details", "for more information", "described below"), hedges and
   opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
-  ("Use …", "Avoid …"), code or syntax (comments, braces, pipes, a C signature, a dense run
-  of symbols), headings, table cells and phrases without a verb.
+  ("Use …", "Avoid …", also after a condition: "If …, then use …"), "As a …" list items,
+  code or syntax (comments, braces, pipes, a C signature, a dense run of symbols), headings,
+  table cells and phrases without a verb.
 """
 
 from __future__ import annotations
@@ -106,11 +112,19 @@ def is_whole(sentence: str) -> bool:
     return starts_like_sentence(sentence) and ends_like_sentence(sentence) and balanced(sentence)
 
 
+# "… founded by E. W. Scripps": an initial after any word, when the next piece opens with another one.
+_LONE_INITIAL_END = re.compile(r"\s[A-Z]\.$")
+_INITIAL_START = re.compile(r"^[A-Z]\.(?:\s|$)")
+
+
 def join_initials(sentences: list[str]) -> list[str]:
-    """Re-join sentences the splitter cut after an initial or "c." ("E. B. White", "(c. 1020")."""
+    """Re-join sentences the splitter cut after an initial or "c." ("E. B. White", "(c. 1020",
+    "founded by E. W. Scripps")."""
     out: list[str] = []
     for sentence in sentences:
-        if out and _ENDS_WITH_INITIAL.search(out[-1]):
+        if out and (
+            _ENDS_WITH_INITIAL.search(out[-1]) or (_LONE_INITIAL_END.search(out[-1]) and _INITIAL_START.match(sentence))
+        ):
             out[-1] = f"{out[-1]} {sentence}"
         else:
             out.append(sentence)
@@ -141,11 +155,16 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     (
         "an instruction, not a claim",
         re.compile(
-            r"^(?:use|avoid|choose|consider|make sure|ensure|remember|try|do not|don't|never|always|please|"
+            # also the main clause of a condition: "If …, then use a client/server database engine."
+            r"^(?:(?:if|when|unless|whenever)\b[^,]*,\s*(?:then\s+)?)?"
+            r"(?:use|avoid|choose|consider|make sure|ensure|remember|try|do not|don't|never|always|please|"
             r"run|set|call|add|install|click|type|enter|let us|let's)\b",
             re.IGNORECASE,
         ),
     ),
+    # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
+    # ("As an optimization, SQLite can …" has its main clause after the comma).
+    ("a list item, not a sentence", re.compile(r"^As (?:a|an)\s[^,;]*$")),
 ]
 _CODE = re.compile(
     r"/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
@@ -174,9 +193,48 @@ def claim_problem(sentence: str) -> str | None:
 
 # --- standing alone -----------------------------------------------------------------------
 
+# A structured abstract's section heading at the start of a sentence: "RESULTS", "METHODS AND
+# FINDINGS", "Conclusions:" (in SciFact's 5,183 abstracts the capitals form is ~15× the other).
+_SECTION_WORD = (
+    r"(?:BACKGROUND|OBJECTIVES?|AIMS?|PURPOSE|CONTEXT|INTRODUCTION|IMPORTANCE|RATIONALE|SUMMARY|METHODS?|"
+    r"DESIGN|SETTINGS?|PARTICIPANTS|PATIENTS|SUBJECTS|MATERIALS|DATA|SOURCES|STUDY|SELECTION|EXTRACTION|"
+    r"INTERVENTIONS?|MAIN|OUTCOMES?|MEASURES?|RESULTS?|FINDINGS|CONCLUSIONS?|INTERPRETATION|RELEVANCE|AND)"
+)
+_SECTION = re.compile(
+    rf"^(?:({_SECTION_WORD}(?:\s+{_SECTION_WORD}){{0,4}}):?\s+(?=[A-Z\d])|"
+    r"(Background|Objectives?|Aims?|Purpose|Context|Introduction|Methods?|Design|Study design|Setting|"
+    r"Participants|Patients|Data sources|Study selection|Interventions?|Results?|Findings|Conclusions?|"
+    r"Interpretation):\s+)"
+)
+# Sections whose sentences describe the study (its sample, measures and procedure), not the world.
+_METHOD_SECTION = re.compile(
+    r"(?:[A-Z ]+ AND )?METHODS?(?: AND [A-Z ]+)?|(?:STUDY )?DESIGN(?: [A-Z ]+)?|SETTINGS?|PARTICIPANTS|PATIENTS|"
+    r"SUBJECTS|INTERVENTIONS?|DATA SOURCES|STUDY SELECTION|DATA EXTRACTION|MAIN OUTCOMES?(?: AND)? MEASURES?"
+)
+_RESULT_SECTION = re.compile(r"RESULTS?|FINDINGS")
+
+
+def section_heading(sentence: str) -> str | None:
+    """The structured-abstract heading a sentence opens with ("METHODS AND FINDINGS"), in capitals."""
+    match = _SECTION.match(sentence)
+    return (match.group(1) or match.group(2)).upper() if match else None
+
+
+def method_sections(sentences: list[str]) -> list[bool]:
+    """Per sentence, whether it lies in a method section of a structured abstract: after a method
+    heading, or — in a chunk that starts mid-abstract — before a first heading that is RESULTS."""
+    headings = [section_heading(s) for s in sentences]
+    first = next((h for h in headings if h), None)
+    current = "METHODS" if first and _RESULT_SECTION.fullmatch(first) else None
+    out = []
+    for heading in headings:
+        current = heading or current
+        out.append(bool(current and _METHOD_SECTION.fullmatch(current)))
+    return out
+
+
 _STRIP_PREFIX = re.compile(
-    r"^(?:(?:BACKGROUND|OBJECTIVES?|METHODS?|RESULTS?|CONCLUSIONS?|FINDINGS|PURPOSE|AIMS?|"
-    r"METHODS AND FINDINGS)\s+(?=[A-Z])|(?i:note that\s+|(?:however|moreover|furthermore|in addition|additionally|"
+    r"^(?:(?i:note that\s+|(?:however|moreover|furthermore|in addition|additionally|"
     r"also|notably|indeed|importantly|interestingly|in particular|in general|today|currently),\s+))",
 )
 _REFERS_BACK = re.compile(
@@ -185,7 +243,8 @@ _REFERS_BACK = re.compile(
     r"even so|as a result|as such|in that case|in this case|in either case|in both cases|in such cases|"
     r"to avoid (?:that|this)|to do (?:that|this|so)|for this reason|for that reason|because of (?:this|that)|"
     r"of these|of those|of them|after that|afterwards|later|in turn|together with|on the other hand|"
-    r"in contrast|by contrast|nevertheless|nonetheless|meanwhile|again|above all)\b",
+    r"in contrast|by contrast|nevertheless|nonetheless|meanwhile|again|above all|for example|for instance|"
+    r"e\.g\.|in this example|in the example)\b",
     re.IGNORECASE,
 )
 _REFERS_BACK_INSIDE = re.compile(
@@ -193,7 +252,11 @@ _REFERS_BACK_INSIDE = re.compile(
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
     r"patients|samples|cells|mice|genes|regions|values|models|steps|settings|rules|pragmas?|options?)|"
     r"our|the (?:latter|former)|the data|the study|both times|a second time|(?:see|shown|mentioned) (?:above|below))\b|"
-    r"\b(?:these|those|this)\s+(?-i:[a-z])|\b(?-i:us)\b",
+    r"\b(?:these|those|this)\s+(?-i:[a-z])|\b(?-i:us)\b|"
+    # "the publication's first editor", "a similar range" (similar to what?), "were then treated"
+    r"\b(?-i:the [a-z]+['’]s)\s|\ba similar \w+\b(?!\s+to\b)|\b(?:is|are|was|were|had|has|have) then\b|"
+    # "the few studies", "the remaining patients": a subset of something named before
+    r"\bthe (?:few|remaining|aforementioned|above-mentioned|included|selected|enrolled) (?-i:[a-z])",
     re.IGNORECASE,
 )
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
@@ -201,6 +264,7 @@ _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:
 _NAME_RUN = re.compile(r"\b[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|of|de|van|von|ap|the))*\s+[A-Z][\w'’\-]+")
 _METHOD = re.compile(
     r"\bwe (?:report|describe|present|introduce|provide) (?:a|an|the|here)\b|"
+    r"^(?:analys[ie]s|comparison|examination|evaluation|assessment|integration|sequencing) of (?:the|these|our)\b|"
     r"^(?:we (?:aimed|conducted|followed|performed|used|studied|recruited|enrolled|analy[sz]ed|examined|measured|"
     r"collected|compared|investigated|reviewed|searched|assessed|evaluated|included|designed|developed|"
     r"sought|set out)|the (?:aim|objective|purpose|goal)s? of)\b|"
@@ -251,14 +315,15 @@ def passage_subject(sentences: list[str], title: str = "") -> str | None:
 
 def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
     """A pronoun inside the sentence with nothing in it to point to: its antecedent must be
-    written before it — the passage's subject (or its last name), else some full name."""
+    written before it — the passage's subject (or its last name), else some full name (a person's:
+    not for "it", as in "Starring So Ji-sub and Han Hyo-joo, it is about …")."""
     match = _INNER_PRONOUN.search(sentence)
     if not match:
         return None
     before = sentence[: match.start()]
     if subject and (subject in before or subject.split()[-1] in before.split()):
         return None
-    if not subject and _NAME_RUN.search(before):
+    if not subject and _NAME_RUN.search(before) and "it" not in match.group(0).lower().split():
         return None
     return "a pronoun with nothing in the sentence to point to"
 
@@ -274,18 +339,29 @@ def _head_noun_subject(sentence: str, first: str, subject: str | None) -> str:
     return sentence
 
 
+# "Notable speakers included …", "Former members include …": members of what the source is about.
+_MEMBERS_OF = re.compile(
+    r"^(?:Notable|Famous|Prominent|Other|Former|Past|Current|Key|Major|Previous|Early|Recent)\s+[a-z]+s\s+"
+    r"(?:include|included|includes|were|are)\b"
+)
 _VERB_WORD = re.compile(
     r"^(?:is|are|was|were|will|would|can|could|must|may|might|should|shall|has|have|had|does|do|did|"
-    r"includes?|included|contains?|contained|shows?|showed|becomes?|became|remains?|returns?|changes?)$"
+    r"includes?|included|contains?|contained|shows?|showed|becomes?|became|remains?|returns?|changes?|"
+    r"[a-z]{3,}ed)$"  # a past tense: "The initial search yielded …"
 )
+# "The sender gathers …": a present tense right after a one-word singular subject.
+_PRESENT_AFTER_NOUN = re.compile(r"^The [a-z]+(?<!s) [a-z]{2,}(?<![su]s)s\b")
 
 
 def definite_reference(sentence: str) -> bool:
-    """A subject like "The default strategy …" or "The second form …": "The" and common nouns only
-    up to the verb — something the source named before (a name in the subject makes it definite)."""
+    """A subject like "The default strategy …", "The second form …" or "The sender gathers …":
+    "The" and common nouns only up to the verb — something the source named before (a name in
+    the subject makes it definite)."""
     words = sentence.split()
     if not words or words[0] != "The" or len(words) < 3 or not words[1][:1].islower():
         return False
+    if _PRESENT_AFTER_NOUN.match(sentence):
+        return True
     for word in words[1:7]:
         if _VERB_WORD.match(word):
             return True
@@ -298,6 +374,8 @@ def standalone_problem(sentence: str) -> str | None:
     """Why `sentence` cannot stand alone (before any pronoun resolution); None when it can."""
     if definite_reference(sentence):
         return "a definite subject the source named before"
+    if _MEMBERS_OF.match(sentence):
+        return "lists members of something named before"
     if _REFERS_BACK.match(sentence):
         return "refers to the sentence before"
     if _REFERS_BACK_INSIDE.search(sentence):
@@ -341,18 +419,20 @@ def _opens_with(sentence: str, subject: str | None) -> bool:
 def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     """Every sentence of the passage with its stored text and, when dropped, the reason."""
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
-    subject = passage_subject(sentences, title)
+    subject = passage_subject([_SECTION.sub("", s, count=1) for s in sentences[:1]], title)
     plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
-    for sentence in sentences:
-        stripped = _STRIP_PREFIX.sub("", sentence, count=1)
+    for sentence, in_methods in zip(sentences, method_sections(sentences), strict=True):
+        stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         problem = problem or claim_problem(stripped)
         resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
         if problem is None and resolved is None:
             problem = "a pronoun whose subject is not certain"
+        if problem is None and in_methods:
+            problem = "in the method section of a study: describes the study, not the world"
         text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
         problem = problem or standalone_problem(text_out) or inner_pronoun_problem(text_out, subject)
         out.append(Candidate(sentence, text_out, problem))

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 FALLBACK_CONFIDENCE = 0.6
 MODEL_CONFIDENCE_CAP = 0.9
+MODEL_SOURCE_CHARS = 3000  # the model reads at most this much of a passage (cut at a sentence end)
 
 _REPEATED_NAME = re.compile(r"\b([A-Z][\w'’\-]*)(?: \1\b)+")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
@@ -210,7 +211,6 @@ def extract_facts(
     topic: str = "",
     model: ChatModel | None = None,
     max_facts: int = 5,
-    max_chars: int = 3000,
     title: str = "",
     categorizer: Categorizer | None = None,
 ) -> ExtractionResult:
@@ -236,7 +236,7 @@ def extract_facts(
         return True
 
     if model is not None and source.text and max_facts > 0:
-        how = {"topic": topic, "max_facts": max_facts, "max_chars": max_chars, "source_url": source_url}
+        how = {"topic": topic, "max_facts": max_facts, "max_chars": MODEL_SOURCE_CHARS, "source_url": source_url}
         how["full"] = lambda: len(kept) >= max_facts
         _model_facts(model, text, source, result, keep, **how)
     for claim in fallback_facts(text, topic, limit=max_facts * 2, title=title) if len(kept) < max_facts else []:

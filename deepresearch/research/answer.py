@@ -1,5 +1,6 @@
 """A direct answer from the evidence: candidate spans typed by the question word, scored
-deterministically: the answer of a run with no model (research/reader.py reads with one).
+deterministically: the answer of a run with no model (research/reader.py reads with one), and
+whether the best candidate is supported (the reflect step's "sufficient").
 
 who → names, when → dates, where → places, how many → numbers, which/what → names.
 A candidate scores by the relevance of the sentence it stands in (similarity to the question
@@ -11,16 +12,15 @@ are never answers. Yes/no questions are answered from the compared entities' pas
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from deepresearch.research.evidence import sentence_relevance, support_text
+from deepresearch.research.evidence import cited_passages, sentence_relevance, support_text
 from deepresearch.research.queries import NOT_NAMES, missing_words, names_in, new_to, query_key, stems, topic_words
+from deepresearch.research.state import Candidate as Candidate  # the typed candidate, kept in the state
 from deepresearch.text import content_words, stem, words
 
 if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState, Source
-
 PASSAGES_SCANNED = 8
 MIN_ANSWER_SCORE = 0.05
 SUPPORT_BONUS = 0.02
@@ -87,19 +87,19 @@ def choice_options(question: str) -> list[str]:
     return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
 
 
-@dataclass
-class Candidate:
-    """One possible answer: the span, its score, and the sentence and passage that state it."""
-
-    text: str
-    score: float
-    sentence: str
-    sid: str
-    support: list[str] = field(default_factory=list)  # sids of every passage that names it
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (kept in the run state)."""
-        return asdict(self)
+def best_answer(state: ResearchState, passages: list[str]) -> Candidate | None:
+    """The scored answer of the evidence so far: a candidate span, a yes/no, or an option."""
+    kind = question_type(state.topic)
+    if kind == "yesno":
+        found = yes_no(state, passages)
+        if found is None:
+            return None
+        said, lead = found
+        return Candidate(said, 1.0, lead[0][0], lead[0][1], [sid for _, sid in lead], kind)
+    if kind == "choice":
+        return choose_option(state, passages)
+    ranked = candidates(state, passages, kind)
+    return ranked[0] if ranked and ranked[0].score >= MIN_ANSWER_SCORE else None
 
 
 def _spans(sentence: str, kind: str) -> list[tuple[str, int]]:
@@ -158,6 +158,21 @@ def _type_fit(span: str, kind: str, before: str) -> float:
     return 1.0
 
 
+def supported(state: ResearchState) -> bool:
+    """The answer slot is filled: a candidate whose passage chain (with the passages it names)
+    covers every key word of the question."""
+    candidate = state.candidate
+    if question_type(state.topic) == "explain":
+        # How/why: the cited passages together must speak to every key word of the question.
+        by_sid = state.source_by_sid()
+        return not missing_words(state.topic, " ".join(by_sid[sid].text for sid in cited_passages(state)))
+    if candidate is None:
+        return False
+    if candidate.kind in ("yesno", "choice"):
+        return True
+    return not missing_words(state.topic, support_text(state, candidate.sid, cited_passages(state)))
+
+
 def candidates(state: ResearchState, passages: list[str], kind: str | None = None) -> list[Candidate]:
     """Scored answer candidates from the given passages (best first), typed by the question."""
     kind = kind or question_type(state.topic)
@@ -181,9 +196,9 @@ def candidates(state: ResearchState, passages: list[str], kind: str | None = Non
         hop_words = stems(source.query) if source.query != state.topic else set()
         wanted = key_stems | (stems(source.query) if source.query != state.topic else set())
         for sentence in source.sentences:
-            words = stems(sentence[0])
+            words = stems(sentence.text)
             similarity = sentence_relevance(sentence, source.query != state.topic)
-            for span, offset in _spans(sentence[0], kind):
+            for span, offset in _spans(sentence.text, kind):
                 # Meaning (embedding similarity) plus wording: the share of the question's key words
                 # (and the hop query's) the sentence states besides the span — "… based in Columbus".
                 lexical = len((words - stems(span)) & wanted) / len(wanted) if wanted else 0.0
@@ -192,22 +207,22 @@ def candidates(state: ResearchState, passages: list[str], kind: str | None = Non
                     continue  # the question's own words are never its answer
                 if kind in ("date", "number") and span in state.topic:
                     continue
-                fit = _type_fit(span, kind, sentence[0][:offset]) * (
+                fit = _type_fit(span, kind, sentence.text[:offset]) * (
                     HOP_ENTITY_WEIGHT if query_key(span) in followed else 1.0
                 )
-                near = proximity(sentence[0], offset, span, anchors)
+                near = proximity(sentence.text, offset, span, anchors)
                 if slot:
-                    near = 0.4 * near + 0.6 * proximity(sentence[0], offset, span, slot | hop_words)
+                    near = 0.4 * near + 0.6 * proximity(sentence.text, offset, span, slot | hop_words)
                 value = relevance * near * passage_weight * fit * (0.5 + 0.5 * coverage)
                 key = " ".join(content_words(span)) or span.lower()
                 current = found.get(key)
                 if current is None:
-                    found[key] = Candidate(span, value, sentence[0], sid, [sid])
+                    found[key] = Candidate(span, value, sentence.text, sid, [sid], kind)
                 else:
                     if sid not in current.support:
                         current.support.append(sid)
                     if value > current.score:
-                        current.text, current.score, current.sentence, current.sid = span, value, sentence[0], sid
+                        current.text, current.score, current.sentence, current.sid = span, value, sentence.text, sid
     out = []
     for c in found.values():
         c.score = round(c.score + SUPPORT_BONUS * min(3, len(c.support) - 1), 4)
@@ -237,7 +252,7 @@ def _entities(question: str) -> list[str]:
 
 
 def _first_sentence(source: Source) -> str:
-    return source.sentences[0][0] if source.sentences else source.text[:300]
+    return source.sentences[0].text if source.sentences else source.text[:300]
 
 
 def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[str, str]]] | None:
@@ -293,4 +308,5 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
             pick = 1 - earlier
     option, src = found[pick]
     assert src is not None
-    return Candidate(option, 1.0, _first_sentence(src), src.sid, [s.sid for _, s in found if s is not None])
+    support = [s.sid for _, s in found if s is not None]
+    return Candidate(option, 1.0, _first_sentence(src), src.sid, support, "choice")

@@ -8,10 +8,12 @@ once, when their passage first arrives, so re-ranking after each loop is cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import TYPE_CHECKING
 
+from deepresearch.research.state import Sentence
 from deepresearch.text import content_words, split_sentences
 
 if TYPE_CHECKING:
@@ -41,30 +43,34 @@ def rank_by_similarity(embedder: Embedder, query: str, items: list[str]) -> list
     return sorted(((float(s), i) for i, s in enumerate(scores)), reverse=True)
 
 
-def index_sources(embedder: Embedder, topic: str, sources: list[Source]) -> None:
-    """Fill each new source's sentences with (text, similarity to the question, to its query)."""
+def index_sources(embedder: Embedder, topic: str, sources: list[Source]) -> list[Source]:
+    """Copies of the sources with their sentences indexed: (text, similarity to the question, to
+    its query). A source already indexed is returned as it is."""
     todo = [s for s in sources if not s.sentences]
     if not todo:
-        return
+        return list(sources)
     texts: list[str] = []
-    owners: list[tuple[Source, str]] = []
+    owners: list[tuple[str, str]] = []
     for source in todo:
         for sentence in prose_sentences(source.text) or [source.text[:400]]:
-            owners.append((source, sentence))
+            owners.append((source.sid, sentence))
             texts.append(sentence)
     queries = list(dict.fromkeys([topic, *(s.query for s in todo)]))
     vectors = embedder.embed_batch(queries + texts)
     qvec = {q: vectors[i] for i, q in enumerate(queries)}
     sims = vectors[len(queries) :] @ qvec[topic]
-    for i, (source, sentence) in enumerate(owners):
-        to_query = float(vectors[len(queries) + i] @ qvec[source.query]) if source.query != topic else float(sims[i])
-        source.sentences.append([sentence, round(float(sims[i]), 4), round(to_query, 4)])
+    query_of = {s.sid: s.query for s in todo}
+    indexed: dict[str, list[Sentence]] = {s.sid: [] for s in todo}
+    for i, (sid, sentence) in enumerate(owners):
+        query = query_of[sid]
+        to_query = float(vectors[len(queries) + i] @ qvec[query]) if query != topic else float(sims[i])
+        indexed[sid].append(Sentence(sentence, round(float(sims[i]), 4), round(to_query, 4)))
+    return [dataclasses.replace(s, sentences=indexed[s.sid]) if s.sid in indexed else s for s in sources]
 
 
-def sentence_relevance(sentence: list, is_hop: bool) -> float:
+def sentence_relevance(sentence: Sentence, is_hop: bool) -> float:
     """How well one indexed sentence answers: similarity to the question, or to its hop query."""
-    _, to_question, to_query = sentence
-    return max(float(to_question), HOP_SIMILARITY_WEIGHT * float(to_query) if is_hop else 0.0)
+    return max(sentence.to_question, HOP_SIMILARITY_WEIGHT * sentence.to_query if is_hop else 0.0)
 
 
 def key_weights(state: ResearchState) -> dict[str, float]:
@@ -73,17 +79,17 @@ def key_weights(state: ResearchState) -> dict[str, float]:
     from deepresearch.research.queries import stems, topic_words
 
     key = stems(" ".join(topic_words(state.topic)))
-    sentences = [stems(x[0]) for s in state.sources for x in s.sentences]
+    sentences = [stems(x.text) for s in state.sources for x in s.sentences]
     return {w: math.log(1 + len(sentences) / (1 + sum(w in x for x in sentences))) for w in key}
 
 
-def sentence_score(state: ResearchState, source: Source, sentence: list, weights: dict[str, float]) -> float:
+def sentence_score(state: ResearchState, source: Source, sentence: Sentence, weights: dict[str, float]) -> float:
     """How well one indexed sentence answers the question: meaning (similarity to the question or
     its hop query) plus wording (the weighted share of the question's key words it states)."""
     from deepresearch.research.queries import stems
 
     total = sum(weights.values())
-    lexical = sum(w for k, w in weights.items() if k in stems(sentence[0])) / total if total else 0.0
+    lexical = sum(w for k, w in weights.items() if k in stems(sentence.text)) / total if total else 0.0
     return sentence_relevance(sentence, source.query != state.topic) + lexical
 
 
@@ -93,7 +99,7 @@ def _scored_sentences(state: ResearchState, passages: list[str]) -> list[tuple[f
     weights = key_weights(state)
     return sorted(
         (
-            (sentence_score(state, by_sid[sid], x, weights), x[0], sid)
+            (sentence_score(state, by_sid[sid], x, weights), x.text, sid)
             for sid in passages
             for x in by_sid[sid].sentences
         ),

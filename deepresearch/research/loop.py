@@ -1,19 +1,19 @@
 """The bounded research loop: run the routed steps, checkpoint each, write the report.
 
-Steps are in `steps.py`/`report.py`, the order and every stop rule in `router.py`, the real
-dependencies in `wiring.py`. Every finished step is checkpointed, so `resume` continues a
-killed run where it stopped.
+Steps are in `steps.py`, `reader.py` (answer) and `report.py`, the order and every stop rule in
+`router.py`, the real dependencies in `wiring.py`. The loop is the state's only writer: it
+applies each step's update and the counts the step tallied. Every finished step is
+checkpointed, so `resume` continues a killed run where it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from deepresearch.facts import new_id
 from deepresearch.research import reader, steps
-from deepresearch.research.deps import Deps
+from deepresearch.research.deps import Budget, Deps, Progress, RunContext, Tally
 from deepresearch.research.report import report
 from deepresearch.research.result import RunResult, finish
 from deepresearch.research.router import route
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from deepresearch.workspace import Workspace
 
-STEP_FUNCTIONS: dict[str, Callable[[ResearchState, Deps], dict[str, Any]]] = {
+Step = Callable[[ResearchState, Deps, RunContext], dict[str, Any]]
+STEP_FUNCTIONS: dict[str, Step] = {
     "recall": steps.recall,
     "plan": steps.plan,
     "search": steps.search,
@@ -36,7 +37,6 @@ STEP_FUNCTIONS: dict[str, Callable[[ResearchState, Deps], dict[str, Any]]] = {
     "answer": reader.answer,
     "report": report,
 }
-Progress = Callable[..., None]
 __all__ = ["RunResult", "build_deps", "options_from_config", "run_research"]
 
 
@@ -63,14 +63,17 @@ def run_research(
         store.create(state)
     else:
         store.reopen(state.run_id)
-    model = deps.model.model if isinstance(deps.model, TimedModel) else deps.model
-    clock, base = deps.clock, state.elapsed
-    started = clock()
-    budget = state.options.budget
-    # A copy, so a caller can reuse its deps for the next run: timings go to this run's counters.
-    deps = dataclasses.replace(deps, model=None if model is None else TimedModel(model, state, clock))
-    deps.over_budget = lambda: budget is not None and base + clock() - started >= budget
     events: list[dict[str, Any]] = []
+    run = _context(state, deps, progress, events)
+    with _marked_interrupted(store, state.run_id):
+        while state.step != "done":
+            _step(store, state, deps, run, events)
+        return finish(ws, store, state, out)
+
+
+def _context(state: ResearchState, deps: Deps, progress: Progress | None, events: list[dict[str, Any]]) -> RunContext:
+    """This run's context: its budget (counting the time spent before a resume), its progress line
+    (each event also logged in `events` for the step's checkpoint) and its timed model."""
 
     def emit(event: str, **info: Any) -> None:
         if event != "model":
@@ -78,23 +81,28 @@ def run_research(
         if progress is not None:
             progress(event, **{"run_id": state.run_id, "loop": state.loop, **info})
 
-    deps.progress = emit
-    with _marked_interrupted(store, state.run_id):
-        while state.step != "done":
-            name, step_started = state.step, clock()
-            events.clear()
-            try:
-                state.apply(STEP_FUNCTIONS[name](state, deps))
-            except Exception as exc:  # an error does not leave the run "running": failed, resumable
-                with contextlib.suppress(Exception):  # a failing database must not hide the step's own error
-                    store.fail(state.run_id, name, exc)
-                raise
-            state.step, stop = route(state, name, deps.over_budget())
-            state.stop_reason = stop or state.stop_reason
-            state.elapsed = base + clock() - started
-            store.checkpoint(state, name, {"events": list(events)}, clock() - step_started)
-            deps.after_step(name)
-        return finish(ws, store, state, out)
+    clock, tally = deps.clock, Tally()
+    budget = Budget(state.options.budget, clock, started=clock(), spent_before=state.elapsed)
+    model = None if deps.model is None else TimedModel(deps.model, tally, clock)
+    return RunContext(model, deps.model_steps, budget, emit, tally)
+
+
+def _step(store: RunStore, state: ResearchState, deps: Deps, run: RunContext, events: list[dict[str, Any]]) -> None:
+    """Run the state's next step, apply its update and tally, route, and checkpoint."""
+    name, started = state.step, run.clock()
+    events.clear()
+    try:
+        update = STEP_FUNCTIONS[name](state, deps, run)
+    except Exception as exc:  # an error does not leave the run "running": failed, resumable
+        with contextlib.suppress(Exception):  # a failing database must not hide the step's own error
+            store.fail(state.run_id, name, exc)
+        raise
+    state.apply(update, run.tally.drain())
+    state.step, stop = route(state, name, run.budget.spent())
+    state.stop_reason = stop or state.stop_reason
+    state.elapsed = run.budget.elapsed()
+    store.checkpoint(state, name, {"events": list(events)}, run.clock() - started)
+    deps.after_step(name)
 
 
 @contextlib.contextmanager

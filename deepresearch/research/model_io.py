@@ -14,7 +14,7 @@ from deepresearch.errors import ModelError
 from deepresearch.models.llm import parse_json
 
 if TYPE_CHECKING:
-    from deepresearch.research.deps import Deps
+    from deepresearch.research.deps import RunContext
     from deepresearch.research.state import ResearchState
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ MODEL_STEPS = ("plan", "extract", "reflect", "answer")
 
 
 def ask(
-    deps: Deps,
+    run: RunContext,
     state: ResearchState,
     step: str,
     messages: list[dict[str, str]],
@@ -32,34 +32,34 @@ def ask(
 ) -> Any:
     """The validated result of one JSON call for `step`, or None (step off, no model, budget
     spent, call failed, or `validate` rejected the output: the caller's fallback answers)."""
-    model = deps.model_for(step)
+    model = run.model_for(step)
     if model is None:
         return None
-    deps.progress("model", what=step)
-    state.bump(f"model.{step}.calls")
-    started = deps.clock()
+    run.progress("model", what=step)
+    run.bump(f"model.{step}.calls")
+    started = run.clock()
     try:
         out = model.complete(messages, schema=schema, max_tokens=min(max_tokens, state.options.max_tokens))
     except ModelError as exc:
         log.warning("model call for %s failed: %s; using the fallback", step, exc)
-        state.bump("llm_failures")
+        run.bump("llm_failures")
         return None
     finally:  # the seconds per step the report footer shows (a first call includes loading the model)
-        state.bump(f"model.{step}.seconds", deps.clock() - started)
-    state.bump("llm_calls")
+        run.bump(f"model.{step}.seconds", run.clock() - started)
+    run.bump("llm_calls")
     data = out.data if out.data is not None else parse_json(out.text)
     result = validate(data)
     if result:
-        state.bump(f"model.{step}.accepted")
+        run.bump(f"model.{step}.accepted")
     return result or None
 
 
-def record(state: ResearchState, step: str, calls: int, accepted: int, seconds: float = 0.0) -> None:
+def record(run: RunContext, step: str, calls: int, accepted: int, seconds: float = 0.0) -> None:
     """Count model outputs a step judged itself (e.g. extraction proposals that passed grounding)."""
     if calls:
-        state.bump(f"model.{step}.calls", calls)
-        state.bump(f"model.{step}.accepted", accepted)
-        state.bump(f"model.{step}.seconds", seconds)
+        run.bump(f"model.{step}.calls", calls)
+        run.bump(f"model.{step}.accepted", accepted)
+        run.bump(f"model.{step}.seconds", seconds)
 
 
 def acceptance(counters: dict[str, float]) -> dict[str, dict[str, float]]:

@@ -1,8 +1,9 @@
-"""Prompt templates of the research loop (named slots) and the JSON schemas they ask for.
+"""Prompt templates of the research loop (`Prompt`s with named `$slots`) and the JSON schemas they ask for.
 
 Sources appear in prompts under short ids ([S1], [K1]) instead of long URLs: fewer
 tokens, and a small model cannot garble a URL it never sees. The ids are mapped back to
-the real URLs in stored facts and in the report.
+the real URLs in stored facts and in the report. The prompts of fact extraction and fact
+merging sit below the models and the KB, in `deepresearch/prompts.py`.
 """
 
 from __future__ import annotations
@@ -10,23 +11,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from deepresearch.prompts import Prompt
+
 if TYPE_CHECKING:
     from deepresearch.research.state import Known
 
-PLAN_SYSTEM = "You plan search queries for a research question. Answer with JSON only."
-
-PLAN_USER = """Research question: {topic}
+PLAN = Prompt(
+    "plan",
+    "You plan search queries for a research question. Answer with JSON only.",
+    """Research question: $topic
 
 What the knowledge base already knows:
-{known}
-{mode_note}
+$known
+$mode_note
 
-Write at most {n} short search queries that:
+Write at most $n short search queries that:
 - do not repeat what the fresh known facts already cover,
 - re-check stale facts and fast-changing ones (market_data, product_info),
 - cover aspects of the question the known facts miss,
 - cross-check facts that contradict each other.
-Answer as JSON: {{"rationale": "one sentence", "queries": ["query", ...]}}"""
+Answer as JSON: {"rationale": "one sentence", "queries": ["query", ...]}""",
+)
 
 MODE_NOTE_OFF = "Do not search these again."
 MODE_NOTE_AGED = "Older facts may be outdated — prefer re-checking them."
@@ -41,18 +46,20 @@ PLAN_SCHEMA = {
     "required": ["rationale", "queries"],
 }
 
-REFLECT_SYSTEM = "You review research progress. Answer with JSON only."
+REFLECT = Prompt(
+    "reflect",
+    "You review research progress. Answer with JSON only.",
+    """Research question: $topic
 
-REFLECT_USER = """Research question: {topic}
-
-Queries already searched: {done}
+Queries already searched: $done
 
 Findings so far:
-{findings}
+$findings
 
-Is this enough to answer the question? If not, name the knowledge gap and up to {n} new
+Is this enough to answer the question? If not, name the knowledge gap and up to $n new
 search queries that differ from the ones already searched.
-Answer as JSON: {{"sufficient": true|false, "knowledge_gap": "…", "follow_up_queries": ["…"]}}"""
+Answer as JSON: {"sufficient": true|false, "knowledge_gap": "…", "follow_up_queries": ["…"]}""",
+)
 
 REFLECT_SCHEMA = {
     "type": "object",
@@ -67,9 +74,10 @@ REFLECT_SCHEMA = {
 # The reader: system and instructions first, the evidence next, the question last, so the
 # prompt prefix is the same for every call of a run (and across runs up to the evidence):
 # llama.cpp reuses the cached prefix instead of evaluating it again.
-READER_SYSTEM = "You answer research questions from the given evidence only. Answer with JSON only."
-
-READER_INSTRUCTIONS = """Read the evidence passages, then answer the question at the end.
+READER = Prompt(
+    "reader",
+    "You answer research questions from the given evidence only. Answer with JSON only.",
+    """Read the evidence passages, then answer the question at the end.
 - "answer": the shortest exact words copied from the evidence that answer the question (a name,
   date, number or short phrase, not a sentence); "yes" or "no" for a yes/no question; one of the
   two named options for an either-or question; "" when the evidence does not state the answer.
@@ -77,19 +85,17 @@ READER_INSTRUCTIONS = """Read the evidence passages, then answer the question at
   both passages).
 
 Evidence:
-"""
+$evidence
 
-READER_QUESTION = """
-
-Question: {question}
-Answer as JSON: {{"answer": "...", "sources": ["S1"]}}"""
+Question: $question
+Answer as JSON: {"answer": "...", "sources": ["S1"]}""",
+)
 
 
 def reader_messages(question: str, evidence: list[tuple[str, str, str]]) -> list[dict[str, str]]:
     """Messages asking the model for a short answer and its passage ids; evidence = (id, title, text)."""
     lines = "\n".join(f"[{pid}] {title + ': ' if title else ''}{text}" for pid, title, text in evidence)
-    user = READER_INSTRUCTIONS + lines + READER_QUESTION.format(question=question)
-    return [{"role": "system", "content": READER_SYSTEM}, {"role": "user", "content": user}]
+    return READER.messages(evidence=lines, question=question)
 
 
 def reader_schema(ids: list[str], max_chars: int = 80) -> dict[str, Any]:
@@ -118,9 +124,8 @@ Answer as JSON: {{"entity": "...", "question": "..."}}"""
 def hop_messages(question: str, evidence: list[tuple[str, str, str]]) -> list[dict[str, str]]:
     """Messages asking which entity named in the evidence needs one more search, and for what."""
     messages = reader_messages(question, evidence)
-    body = messages[1]["content"]
-    tail = READER_QUESTION.format(question=question)
-    messages[1]["content"] = body[: len(body) - len(tail)] + HOP_QUESTION.format(question=question)
+    body = messages[-1]["content"]
+    messages[-1]["content"] = body.rsplit("\n\nQuestion: ", 1)[0] + HOP_QUESTION.format(question=question)
     return messages
 
 
@@ -162,11 +167,9 @@ def render_known(known: list[Known], mode: str, age_tag) -> tuple[str, str]:  # 
 
 def plan_messages(topic: str, known_text: str, mode_note: str, n: int) -> list[dict[str, str]]:
     """Messages for the planning step."""
-    user = PLAN_USER.format(topic=topic, known=known_text, mode_note=mode_note, n=n)
-    return [{"role": "system", "content": PLAN_SYSTEM}, {"role": "user", "content": user}]
+    return PLAN.messages(topic=topic, known=known_text, mode_note=mode_note, n=n)
 
 
 def reflect_messages(topic: str, done: list[str], findings: str, n: int) -> list[dict[str, str]]:
     """Messages for the reflection step."""
-    user = REFLECT_USER.format(topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n)
-    return [{"role": "system", "content": REFLECT_SYSTEM}, {"role": "user", "content": user}]
+    return REFLECT.messages(topic=topic, done="; ".join(done) or "(none)", findings=findings or "(none)", n=n)

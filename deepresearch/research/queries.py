@@ -7,13 +7,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deepresearch.kb import lifecycle as kb_lifecycle
 from deepresearch.text import content_words, normalize_space, stem
 
 if TYPE_CHECKING:
     from deepresearch.research.state import Known
 
-FAST_CHANGING = ("market_data", "product_info")
-FAST_CHANGING_MAX_AGE_DAYS = 1.0
 QUESTION_WORDS = frozenset(
     "work works working explain describe difference between compare use used using mean means way ways"
     " happen happens kind kinds type types make makes thing things know tell let lets get gets same"
@@ -75,10 +74,7 @@ def clean_queries(raw: Any, done: list[str], n: int, anchor: str) -> list[str]:
 def is_fresh(known: Known, lifecycle: str, fresh: str, freshness_days: dict[str, float]) -> bool:
     """A known fact that needs no re-check: mode off, or younger than the freshness level
     (fast-changing categories: younger than a day)."""
-    if lifecycle == "off":
-        return True
-    max_age = FAST_CHANGING_MAX_AGE_DAYS if known.category in FAST_CHANGING else freshness_days.get(fresh, 30.0)
-    return known.age_days <= max_age
+    return kb_lifecycle.is_fresh(known.category, known.age_days, lifecycle, fresh, freshness_days)
 
 
 @dataclass

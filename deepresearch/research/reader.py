@@ -30,10 +30,9 @@ from deepresearch.research.evidence import (
 )
 from deepresearch.research.model_io import ask
 from deepresearch.research.queries import new_to, query_key, stems, topic_words
-from deepresearch.research.steps import best_answer
 
 if TYPE_CHECKING:
-    from deepresearch.research.deps import Deps
+    from deepresearch.research.deps import Deps, RunContext
     from deepresearch.research.state import ResearchState
 
 READER_PASSAGES = 8
@@ -78,14 +77,14 @@ def reader_evidence(state: ResearchState, passages: list[str], budget_tokens: in
     kept: dict[str, list[int]] = {}
     for _, _, sid, i in sorted(picks):
         source = by_sid[sid]
-        cost = len(source.sentences[i][0]) + 1 + (0 if sid in kept else len(source.title) + 8)
+        cost = len(source.sentences[i].text) + 1 + (0 if sid in kept else len(source.title) + 8)
         if cost <= budget:
             budget -= cost
             kept.setdefault(sid, []).append(i)
     out: list[tuple[str, str, str, str]] = []
     for sid in [s for s in passages if s in kept]:
         source = by_sid[sid]
-        text = " ".join(source.sentences[i][0] for i in sorted(kept[sid]))
+        text = " ".join(source.sentences[i].text for i in sorted(kept[sid]))
         out.append((f"S{len(out) + 1}", sid, source.title, text))
     return out
 
@@ -99,9 +98,9 @@ def _sentence_with(state: ResearchState, sid: str, span: str) -> str:
     """The passage's sentence that states `span` (its best sentence if none does)."""
     source = state.source_by_sid()[sid]
     for sentence in source.sentences:
-        if states(span, sentence[0]):
-            return str(sentence[0])
-    return str(source.sentences[0][0]) if source.sentences else source.text[:300]
+        if states(span, sentence.text):
+            return sentence.text
+    return source.sentences[0].text if source.sentences else source.text[:300]
 
 
 def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, Any] | None:
@@ -197,29 +196,31 @@ def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, An
     """The scored candidate (or yes/no, or option) when it is confident, else an abstention."""
     if answers.question_type(state.topic) == "explain":
         return {"text": None, "kind": "explain", "sids": [], "method": "sentences"}  # how/why: the best sentences
-    found = best_answer(state, passages) if passages else {}
-    if not found or not confident(found):
-        closest = [found["sentence"], found["sid"]] if found.get("sentence") else None
-        return {**abstention(found.get("text")), "score": found.get("score"), "closest": closest}
-    sids = list(dict.fromkeys([found["sid"], *found.get("support", [])]))
+    found = answers.best_answer(state, passages) if passages else None
+    if found is None or not confident(found):
+        if found is None:
+            return {**abstention(), "score": None, "closest": None}
+        closest = [found.sentence, found.sid] if found.sentence else None
+        return {**abstention(found.text), "score": found.score, "closest": closest}
+    sids = list(dict.fromkeys([found.sid, *found.support]))
     out = {
-        "text": found["text"],
-        "kind": found["kind"],
+        "text": found.text,
+        "kind": found.kind,
         "sids": sids,
         "method": "extractive",
-        "score": found.get("score"),
+        "score": found.score,
     }
-    if found["kind"] != "yesno":
-        out["sentence"] = found.get("sentence") or _sentence_with(state, found["sid"], found["text"])
+    if found.kind != "yesno":
+        out["sentence"] = found.sentence or _sentence_with(state, found.sid, found.text)
     return out
 
 
-def confident(found: dict[str, Any]) -> bool:
+def confident(found: answers.Candidate) -> bool:
     """Whether the scored answer may be printed as the answer: only for the question types it
     gets right more often than not, a yes/no or one of two named options. Its spans were
     right 14 times in 73 on the tuning questions (HotpotQA and MuSiQue 0–39), and no score
     threshold separated the right ones, so a span question with no reading abstains."""
-    return found["kind"] in TRUSTED_KINDS
+    return found.kind in TRUSTED_KINDS
 
 
 TRUSTED_KINDS = ("yesno", "choice")
@@ -231,7 +232,7 @@ def abstention(guess: str | None = None) -> dict[str, Any]:
 
 
 def read(
-    state: ResearchState, deps: Deps, evidence: list[tuple[str, str, str, str]]
+    state: ResearchState, run: RunContext, evidence: list[tuple[str, str, str, str]]
 ) -> tuple[dict[str, Any] | None, Any]:
     """(the reader's kept answer or None, its raw output) for the question over `evidence`."""
     if not evidence:
@@ -244,7 +245,7 @@ def read(
 
     messages = prompts.reader_messages(state.topic, [(pid, title, text) for pid, _, title, text in evidence])
     schema = prompts.reader_schema([pid for pid, _, _, _ in evidence], ANSWER_MAX_CHARS)
-    return ask(deps, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
+    return ask(run, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
 
 
 # Yes/no and either-or questions: the deterministic comparison answers when it can, the model
@@ -252,7 +253,7 @@ def read(
 COMPARISONS_FIRST = True
 
 
-def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """The run's short answer: for a yes/no or either-or question the comparison of the passages
     when it answers; otherwise the model's reading when the evidence supports it (with a hop read
     if `research.second_read`), else the confident extractive answer, else an abstention. The
@@ -261,17 +262,17 @@ def answer(state: ResearchState, deps: Deps) -> dict[str, Any]:
     if answers.question_type(state.topic) in TRUSTED_KINDS and COMPARISONS_FIRST:
         compared = extractive_answer(state, passages)  # yes/no, either-or: the comparison of the passages
         if compared.get("text"):
-            deps.progress("answer", text=compared["text"], method=compared["method"])
+            run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
-    reading, raw = read(state, deps, evidence)
+    reading, raw = read(state, run, evidence)
     update: dict[str, Any] = {}
-    if wants_hop(state, deps, reading):
-        reading, update = with_hop(state, deps, evidence, reading)
+    if wants_hop(state, run, reading):
+        reading, update = with_hop(state, deps, run, evidence, reading)
     found = reading or extractive_answer(state, passages)
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
-    deps.progress("answer", text=found.get("text"), method=found["method"])
+    run.progress("answer", text=found.get("text"), method=found["method"])
     return {"short_answer": found, **update}
 
 
@@ -283,10 +284,10 @@ HOP_TOKENS = 200  # their evidence, in tokens, appended after the first read's
 HOP_MAX_TOKENS = 40  # {"entity": a name, "question": a short question}
 
 
-def wants_hop(state: ResearchState, deps: Deps, reading: dict[str, Any] | None) -> bool:
+def wants_hop(state: ResearchState, run: RunContext, reading: dict[str, Any] | None) -> bool:
     """Whether to read again after one more search: a span question (not yes/no, either-or or
     how/why), the model available, the option on, and (by HOP_WHEN) no kept first reading."""
-    if not state.options.second_read or deps.model_for("answer") is None:
+    if not state.options.second_read or run.model_for("answer") is None:
         return False
     if answers.question_type(state.topic) in ("yesno", "choice", "explain"):
         return False
@@ -299,11 +300,15 @@ def is_entity(text: str, entity: str) -> bool:
 
 
 def with_hop(
-    state: ResearchState, deps: Deps, evidence: list[tuple[str, str, str, str]], reading: dict[str, Any] | None
+    state: ResearchState,
+    deps: Deps,
+    run: RunContext,
+    evidence: list[tuple[str, str, str, str]],
+    reading: dict[str, Any] | None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the reading after a hop read, the state update of its search); the first reading and no
     update when no hop was taken."""
-    hopped = hop_read(state, deps, evidence)
+    hopped = hop_read(state, deps, run, evidence)
     if hopped is None:
         return reading, {}
     second, work, named = hopped
@@ -341,21 +346,22 @@ def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, st
     return {"entity": entity, "query": query, "parent": parent}
 
 
-def hop_search(state: ResearchState, deps: Deps, hop: dict[str, str]) -> tuple[ResearchState, list[str]]:
+def hop_search(
+    state: ResearchState, deps: Deps, run: RunContext, hop: dict[str, str]
+) -> tuple[ResearchState, list[str]]:
     """A copy of the state after searching the hop's query through the loop's search step (its
     new passages indexed against the question), and the sids that search returned, in rank order."""
     work = dataclasses.replace(state, pending=[hop["query"]], loop=max(state.loop, 1), new_sources=[])
-    work.apply(steps.search(work, deps))
-    by_sid = work.source_by_sid()
-    index_sources(deps.embedder, state.topic, [by_sid[sid] for sid in work.new_sources])
-    work.hops = {**state.hops, hop["query"]: {"parent": hop["parent"], "entity": hop["entity"]}}
-    work.loop = state.loop
+    work = dataclasses.replace(work, **steps.search(work, deps, run))
+    hops = {**state.hops, hop["query"]: {"parent": hop["parent"], "entity": hop["entity"]}}
+    sources = index_sources(deps.embedder, state.topic, work.sources)
+    work = dataclasses.replace(work, sources=sources, hops=hops, loop=state.loop)
     hits = sorted((rank, sid) for sid, query, rank in work.retrievals if query == hop["query"])
     return work, list(dict.fromkeys(sid for _, sid in hits))
 
 
 def hop_read(
-    state: ResearchState, deps: Deps, evidence: list[tuple[str, str, str, str]]
+    state: ResearchState, deps: Deps, run: RunContext, evidence: list[tuple[str, str, str, str]]
 ) -> tuple[dict[str, Any] | None, ResearchState, dict[str, str]] | None:
     """The bridge read: the model names the entity whose fact is missing (same evidence, so the
     prompt prefix is reused), one more search for it, then a read of the evidence with the hop's
@@ -365,7 +371,7 @@ def hop_read(
         return None
     lines = [(pid, title, text) for pid, _, title, text in evidence]
     hop = ask(
-        deps,
+        run,
         state,
         "answer",
         prompts.hop_messages(state.topic, lines),
@@ -373,16 +379,16 @@ def hop_read(
         lambda data: check_hop(data, state, evidence),
         HOP_MAX_TOKENS,
     )
-    if hop is None or deps.over_budget():
+    if hop is None or run.budget.spent():
         return None
-    work, hits = hop_search(state, deps, hop)
+    work, hits = hop_search(state, deps, run, hop)
     seen = {sid for _, sid, _, _ in evidence}
     extra = [sid for sid in hits if sid not in seen][:HOP_PASSAGES]
     if not extra:
         return None
     more = reader_evidence(work, extra, HOP_TOKENS)
     evidence = evidence + [(f"S{len(evidence) + k}", sid, t, x) for k, (_, sid, t, x) in enumerate(more, 1)]
-    second, _ = read(work, deps, evidence)
+    second, _ = read(work, run, evidence)
     if second is not None and set(second["sids"]) & set(extra) and hop["parent"] not in second["sids"]:
         second = {**second, "sids": [*second["sids"], hop["parent"]]}  # cite the passage that led there
     return second, work, hop
@@ -423,5 +429,5 @@ def states_part_of_question(state: ResearchState, sid: str, weights: dict[str, f
     if not total:
         return False
     return any(
-        sum(w for k, w in weights.items() if k in stems(x[0])) / total >= PART_OF_QUESTION for x in source.sentences
+        sum(w for k, w in weights.items() if k in stems(x.text)) / total >= PART_OF_QUESTION for x in source.sentences
     )

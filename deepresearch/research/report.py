@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from deepresearch.research.citations import Citations
-from deepresearch.research.deps import Deps
+from deepresearch.research.deps import Deps, RunContext
 from deepresearch.research.evidence import (
     best_sentences,
     cited_passages,
@@ -42,7 +42,7 @@ ABSTAIN_NOTE = "The evidence found does not state the answer directly; the close
 def _best_sentence(state: ResearchState, source: Source) -> str:
     weights = key_weights(state)
     ranked = sorted(source.sentences, key=lambda x: -sentence_score(state, source, x, weights))
-    return ranked[0][0] if ranked else truncate(source.text, 300)
+    return ranked[0].text if ranked else truncate(source.text, 300)
 
 
 def _conflict_notes(state: ResearchState, deps: Deps, fact_ids: list[str]) -> dict[str, str]:
@@ -101,7 +101,43 @@ def _footer(state: ResearchState) -> str:
     )
 
 
-def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def _evidence_lines(
+    state: ResearchState, cited: list[str], passages: list[str], mark: Any, flagged: dict[str, str]
+) -> list[str]:
+    """The Evidence section: each cited passage's best sentence, then the searched ones not cited."""
+    by_sid = state.source_by_sid()
+    parts = ["## Evidence", ""]
+    for sid in cited:
+        source = by_sid[sid]
+        title = f"**{source.title}**: " if source.title else ""
+        parts.append(f"- {title}{_best_sentence(state, source)} {mark(sid)}{flagged.get(source.url, '')}")
+    unused = list(dict.fromkeys(by_sid[sid].title or by_sid[sid].url for sid in passages if sid not in cited))
+    if unused:
+        parts += ["", f"Also searched, not cited: {'; '.join(unused)}."]
+    return parts + [""]
+
+
+def _stats(state: ResearchState, found: dict[str, Any], cites: Citations, counts: dict[str, int]) -> dict[str, Any]:
+    """The report's figures (`report_stats`): citations, sources, the answer and what it rests on."""
+    by_sid = state.source_by_sid()
+    return {
+        "citations": counts["valid"],
+        "invalid_citations_removed": counts["invalid"],
+        "sources": cites.entries,
+        "answer_method": found.get("method", "abstained"),
+        "short_answer": found.get("text"),
+        "answer_sources": [
+            {"n": cites.numbers[by_sid[sid].url], "url": by_sid[sid].url, "title": by_sid[sid].title}
+            for sid in found.get("sids", [])
+            if sid in by_sid and by_sid[sid].url in cites.numbers
+        ],
+        "model_steps": acceptance(state.counters),
+        "conflicts_shown": counts["conflicts"],
+        "kb_facts_used": counts["known"],
+    }
+
+
+def report(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Write the cited Markdown report (every citation resolves to a retrieved or KB source)."""
     by_sid = state.source_by_sid()
     passages = cited_passages(state)
@@ -119,16 +155,7 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
     parts = [f"# {state.topic}", "", "## Answer", "", answer, ""]
     conflicts = _conflict_notes(state, deps, [f["id"] for f in state.facts if f.get("id")] + [k.id for k in known])
     flagged = {f["url"]: conflicts[f["id"]] for f in state.facts if f.get("id") in conflicts}
-    if cited:
-        parts += ["## Evidence", ""]
-        for sid in cited:
-            source = by_sid[sid]
-            title = f"**{source.title}**: " if source.title else ""
-            parts.append(f"- {title}{_best_sentence(state, source)} {mark(sid)}{flagged.get(source.url, '')}")
-        unused = list(dict.fromkeys(by_sid[sid].title or by_sid[sid].url for sid in passages if sid not in cited))
-        if unused:
-            parts += ["", f"Also searched, not cited: {'; '.join(unused)}."]
-        parts.append("")
+    parts += _evidence_lines(state, cited, passages, mark, flagged) if cited else []
     if known:
         parts += ["## From the knowledge base", ""]
         for k in known:
@@ -136,29 +163,15 @@ def report(state: ResearchState, deps: Deps) -> dict[str, Any]:
             parts.append(f"- {k.fact} {cites.cite(k.sources[0], '', origin)}{conflicts.get(k.id, '')}")
         parts.append("")
     body, valid, invalid = cites.guard("\n".join(parts))
-    model_steps = acceptance(state.counters)
-    stats = {
-        "citations": valid,
-        "invalid_citations_removed": invalid,
-        "sources": cites.entries,
-        "answer_method": found.get("method", "abstained"),
-        "short_answer": found.get("text"),
-        "answer_sources": [
-            {"n": cites.numbers[by_sid[sid].url], "url": by_sid[sid].url, "title": by_sid[sid].title}
-            for sid in found.get("sids", [])
-            if sid in by_sid and by_sid[sid].url in cites.numbers
-        ],
-        "model_steps": model_steps,
-        "conflicts_shown": len(conflicts),
-        "kb_facts_used": len(known),
-    }
-    deps.progress(
+    counts = {"valid": valid, "invalid": invalid, "conflicts": len(conflicts), "known": len(known)}
+    stats = _stats(state, found, cites, counts)
+    run.progress(
         "report",
         citations=valid,
         sources=len(cites.entries),
         invalid=invalid,
         method=stats["answer_method"],
-        model_steps=", ".join(sorted(model_steps)) or "none",
+        model_steps=", ".join(sorted(stats["model_steps"])) or "none",
     )
     return {
         "report": body + "\n## Sources\n\n" + "\n".join(cites.source_lines()) + "\n" + _footer(state) + "\n",

@@ -1,5 +1,6 @@
-"""The steps of the research loop. Each takes the state and the dependencies and returns its
-update (field → value); `loop.py` applies it, checkpoints, and routes to the next step.
+"""The steps of the research loop. Each takes the state, the dependencies and the run's context
+(budget, progress, model gate, tally) and returns its update (field → value); it never writes
+the state it reads. `loop.py` applies the update, checkpoints, and routes to the next step.
 
 Evidence first, model second: every step works without the model (the question as the
 first query, bridge follow-ups, an evidence pool ranked against the question, scored answer
@@ -9,6 +10,7 @@ used only when it validates against the evidence.
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,14 +19,13 @@ from deepresearch.research import answer as answers
 from deepresearch.research import prompts
 from deepresearch.research.answer import proximity
 from deepresearch.research.cache_links import evict_if_superseded, link_facts
-from deepresearch.research.deps import Deps
+from deepresearch.research.deps import Deps, RunContext
 from deepresearch.research.evidence import (
     chain_text,
     cited_passages,
     index_sources,
     ranked_pool,
     sentence_relevance,
-    support_text,
 )
 from deepresearch.research.model_io import ask, record
 from deepresearch.research.queries import (
@@ -50,7 +51,7 @@ def _fresh(deps: Deps, state: ResearchState, known: Known) -> bool:
     return is_fresh(known, state.options.lifecycle, state.options.fresh, deps.freshness_days)
 
 
-def recall(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def recall(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Query the KB for the topic with the run's lifecycle mode and freshness level."""
     if deps.kb is None:
         return {"known": [], "recall_note": "knowledge base not used"}
@@ -68,11 +69,11 @@ def recall(state: ResearchState, deps: Deps) -> dict[str, Any]:
         for h in result.hits
     ]
     note = f"keyword recall ({result.reason})" if result.degraded else None
-    deps.progress("recall", known=len(known), note=note)
+    run.progress("recall", known=len(known), note=note)
     return {"known": known, "recall_note": note}
 
 
-def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def plan(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """The question first (or the words fresh KB facts miss), stale facts to re-check, then the model's."""
     n = state.options.queries
     known_text, mode_note = prompts.render_known(state.known, state.options.lifecycle, deps.age_tag)
@@ -85,7 +86,7 @@ def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
     grounded = [] if covered else [state.topic]
     grounded += clean_queries([truncate(fact, 100) for fact in stale], grounded, n - len(grounded), anchor)
     proposed = ask(
-        deps,
+        run,
         state,
         "plan",
         messages,
@@ -95,7 +96,7 @@ def plan(state: ResearchState, deps: Deps) -> dict[str, Any]:
     )
     queries = (grounded + (proposed or []))[:n]
     method = "llm+fallback" if proposed and set(queries) & set(proposed) else "fallback"
-    deps.progress("plan", queries=queries, method=method)
+    run.progress("plan", queries=queries, method=method)
     return {"pending": queries}
 
 
@@ -129,14 +130,15 @@ def _search_one(state: ResearchState, deps: Deps, query: str) -> tuple[list[Any]
     return results, hit, key if cache is not None else None, None  # links only for cached results
 
 
-def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
-    """Search each pending query (cache → backend); every hit joins the evidence pool with its rank."""
+def _searched(state: ResearchState, deps: Deps, run: RunContext) -> tuple[list[str], list[tuple[str, Any]]]:
+    """The pending queries the KB does not already cover, and (query, `_search_one` outcome) for
+    each of them searched before the budget ran out."""
     # KB first for the planned queries; a hop's query names what the evidence just found.
     queries = [q for q in state.pending if state.loop > 0 or not _covered_by_kb(state, deps, q)]
     for q in state.pending:
         if q not in queries:
-            state.bump("kb_covered")
-            deps.progress("search", query=q, skipped="covered by the knowledge base")
+            run.bump("kb_covered")
+            run.progress("search", query=q, skipped="covered by the knowledge base")
     cache = deps.cache if state.options.use_cache else None
     if cache is not None and deps.kb is not None:  # the KB wins: drop cached results behind superseded facts
         for q in queries:
@@ -146,26 +148,32 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
     if getattr(deps.backend, "io_bound", False) and len(queries) > 1:
         with ThreadPoolExecutor(max_workers=min(4, len(queries))) as pool:
             found = pool.map(lambda q: _search_one(state, deps, q), queries)
-            outcomes = list(zip(queries, found, strict=True))
-    else:
-        outcomes = []
-        for q in queries:
-            if deps.over_budget():
-                deps.progress("search", query=q, skipped="budget spent")
-                continue
-            outcomes.append((q, _search_one(state, deps, q)))
+            return queries, list(zip(queries, found, strict=True))
+    outcomes = []
+    for q in queries:
+        if run.budget.spent():
+            run.progress("search", query=q, skipped="budget spent")
+            continue
+        outcomes.append((q, _search_one(state, deps, q)))
+    return queries, outcomes
+
+
+def search(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
+    """Search each pending query (cache → backend); every hit joins the evidence pool with its rank."""
+    queries, outcomes = _searched(state, deps, run)
     sources = list(state.sources)
     retrievals = list(state.retrievals)
     # Same URL with another passage (another chunk of one document) is new evidence.
     seen = {(s.url, s.text): s.sid for s in sources}
     new: list[str] = []
+    update: dict[str, Any] = {}
     for query, (results, hit, key, error) in outcomes:
         if error:
-            state.bump("search_errors")
-            state.last_search_error = error
-            deps.progress("search", query=query, skipped=f"search failed: {error}")
+            run.bump("search_errors")
+            update["last_search_error"] = error
+            run.progress("search", query=query, skipped=f"search failed: {error}")
             continue
-        state.bump("cache_hits" if hit else "backend_searches")
+        run.bump("cache_hits" if hit else "backend_searches")
         fresh = 0
         for rank, r in enumerate(results, 1):
             text = r.text or r.snippet
@@ -181,8 +189,9 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
                 new.append(sid)
                 fresh += 1
             retrievals.append([sid, query, rank])
-        deps.progress("search", query=query, hits=len(results), new=fresh, cache="hit" if hit else "miss")
+        run.progress("search", query=query, hits=len(results), new=fresh, cache="hit" if hit else "miss")
     return {
+        **update,
         "sources": sources,
         "retrievals": retrievals,
         "new_sources": new,
@@ -191,41 +200,22 @@ def search(state: ResearchState, deps: Deps) -> dict[str, Any]:
     }
 
 
-def best_answer(state: ResearchState, passages: list[str]) -> dict[str, Any]:
-    """The scored answer of the evidence so far: a candidate span, a yes/no, or an option."""
-    kind = answers.question_type(state.topic)
-    if kind == "yesno":
-        found = answers.yes_no(state, passages)
-        return (
-            {"kind": kind, "text": found[0], "sid": found[1][0][1], "support": [s for _, s in found[1]]}
-            if found
-            else {}
-        )
-    if kind == "choice":
-        option = answers.choose_option(state, passages)
-        return {"kind": kind, **option.to_dict()} if option else {}
-    ranked = answers.candidates(state, passages, kind)
-    if not ranked or ranked[0].score < answers.MIN_ANSWER_SCORE:
-        return {}
-    return {"kind": kind, **ranked[0].to_dict()}
-
-
-def rank(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def rank(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Index the new passages against the question, re-rank the pool, and take the best answer so far."""
-    by_sid = state.source_by_sid()
-    index_sources(deps.embedder, state.topic, [by_sid[sid] for sid in state.new_sources])
-    passages = cited_passages(state)
-    candidate = best_answer(state, passages)
-    deps.progress("rank", passages=len(state.sources), cited=len(passages), candidate=candidate.get("text"))
-    return {"sources": state.sources, "candidate": candidate}
+    sources = index_sources(deps.embedder, state.topic, state.sources)
+    ranked = dataclasses.replace(state, sources=sources)  # the pool as it stands after this step
+    passages = cited_passages(ranked)
+    candidate = answers.best_answer(ranked, passages)
+    run.progress("rank", passages=len(sources), cited=len(passages), candidate=candidate and candidate.text)
+    return {"sources": sources, "candidate": candidate}
 
 
 def _relevant(state: ResearchState, source: Source, facts: list[Any]) -> list[Any]:
     """Facts related to the question: from a sentence similar enough to it (the similarity the
     rank step already computed), sharing two of its key words, or naming the answer candidate."""
     key = stems(" ".join(topic_words(state.topic)))
-    answer = (state.candidate.get("text") or "").lower()
-    indexed = [(stems(x[0]), float(x[1])) for x in source.sentences]
+    answer = state.candidate.text.lower() if state.candidate else ""
+    indexed = [(stems(x.text), x.to_question) for x in source.sentences]
     kept = []
     for f in facts:
         words = stems(f.fact)
@@ -235,68 +225,73 @@ def _relevant(state: ResearchState, source: Source, facts: list[Any]) -> list[An
     return kept
 
 
-def extract(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source) -> list[Any]:
+    """The grounded facts of one passage that relate to the question, with its URL and the topic."""
+    model = run.model_for("extract")
+    if model is not None:
+        run.progress("model", what=f"extract {source.sid}")
+    started = run.clock()
+    result = deps.extract(
+        source.text,
+        source.url,
+        topic=state.topic,
+        model=model,
+        max_facts=state.options.facts_per_source,
+        title=source.title,  # "It …" resolves to the page's subject only when that is certain
+    )
+    if model is not None:
+        accepted = sum(m == "model" for m in result.methods)
+        record(run, "extract", result.proposed, accepted, run.clock() - started)
+    relevant = _relevant(state, source, list(result.facts))
+    for f in relevant:
+        f.source_url, f.research_topic = source.url, f.research_topic or state.topic
+    run.bump("facts_rejected", result.rejected)
+    skipped = len(result.facts) - len(relevant)
+    run.progress("extract", source=source.sid, facts=len(relevant), skipped=skipped, method=result.method)
+    return relevant
+
+
+def _stored(state: ResearchState, deps: Deps, run: RunContext, batch: list[Any]) -> dict[str, Any]:
+    """Store the loop's facts in the KB (one write), link them to the cache entries that produced
+    them; the update: fact ids, the facts for the report, how many were new."""
+    assert deps.kb is not None
+    fact_ids, facts = list(state.fact_ids), list(state.facts)
+    seen = {query_key(f["fact"]) for f in facts}
+    outcome = deps.kb.add_facts(batch)
+    run.bump("facts_rejected", len(outcome.rejected))
+    stored = [deps.kb.get(i) for i in dict.fromkeys(list(outcome.added) + list(outcome.reconfirmed))]
+    for fact in stored:
+        for source in state.sources:  # the cache entries that produced it (a URL may come from several)
+            if source.cache_key and source.url in (fact.sources or [fact.source_url]):
+                link_facts(deps.conn, source.cache_key, [fact.id], state.run_id)
+        if fact.id not in fact_ids:
+            fact_ids.append(fact.id)
+        if query_key(fact.fact) not in seen:
+            seen.add(query_key(fact.fact))
+            facts.append({"fact": fact.fact, "url": fact.source_url, "category": fact.category, "id": fact.id})
+    return {"fact_ids": fact_ids, "facts": facts, "loop_facts": len(outcome.added)}
+
+
+def extract(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Extract grounded facts from the new passages the run cites; store those related to the question
     (one KB write per loop)."""
     by_sid = state.source_by_sid()
     cited = set(cited_passages(state))
-    model = deps.model_for("extract")
     batch: list[Any] = []
     for sid in [s for s in state.new_sources if s in cited]:
-        source = by_sid[sid]
-        if model is not None:
-            deps.progress("model", what=f"extract {sid}")
-        started = deps.clock()
-        result = deps.extract(
-            source.text,
-            source.url,
-            topic=state.topic,
-            model=model,
-            max_facts=state.options.facts_per_source,
-            title=source.title,  # "It …" resolves to the page's subject only when that is certain
-        )
-        if model is not None:
-            accepted = sum(m == "model" for m in result.methods)
-            record(state, "extract", result.proposed, accepted, deps.clock() - started)
-        relevant = _relevant(state, source, list(result.facts))
-        for f in relevant:
-            f.source_url, f.research_topic = source.url, f.research_topic or state.topic
-        batch += relevant
-        state.bump("facts_rejected", result.rejected)
-        deps.progress(
-            "extract",
-            source=sid,
-            facts=len(relevant),
-            skipped=len(result.facts) - len(relevant),
-            method=result.method,
-        )
-    fact_ids, facts = list(state.fact_ids), list(state.facts)
-    seen = {query_key(f["fact"]) for f in facts}
-    added: list[str] = []
+        batch += _extracted(state, deps, run, by_sid[sid])
     if batch and deps.kb is not None and state.options.kb_write:
-        outcome = deps.kb.add_facts(batch)
-        added = list(outcome.added)
-        state.bump("facts_rejected", len(outcome.rejected))
-        stored = [deps.kb.get(i) for i in dict.fromkeys(list(outcome.added) + list(outcome.reconfirmed))]
-        for fact in stored:
-            for source in state.sources:  # the cache entries that produced it (a URL may come from several)
-                if source.cache_key and source.url in (fact.sources or [fact.source_url]):
-                    link_facts(deps.conn, source.cache_key, [fact.id], state.run_id)
-            if fact.id not in fact_ids:
-                fact_ids.append(fact.id)
-            if query_key(fact.fact) not in seen:
-                seen.add(query_key(fact.fact))
-                facts.append({"fact": fact.fact, "url": fact.source_url, "category": fact.category, "id": fact.id})
-        new_here = len(added)
+        update = _stored(state, deps, run, batch)
     else:
-        new_here = 0
+        facts = list(state.facts)
+        seen = {query_key(f["fact"]) for f in facts}
         for f in batch:
             if query_key(f.fact) not in seen:
                 seen.add(query_key(f.fact))
                 facts.append({"fact": f.fact, "url": f.source_url, "category": f.category, "id": ""})
-                new_here += 1
-    state.bump("facts_added", new_here)
-    return {"fact_ids": fact_ids, "facts": facts, "loop_facts": new_here}
+        update = {"fact_ids": list(state.fact_ids), "facts": facts, "loop_facts": len(facts) - len(state.facts)}
+    run.bump("facts_added", update["loop_facts"])
+    return update
 
 
 def bridges(state: ResearchState, n: int) -> list[Bridge]:
@@ -313,14 +308,13 @@ def bridges(state: ResearchState, n: int) -> list[Bridge]:
         source = by_sid[sid]
         remaining = missing_words(state.topic, chain_text(state, sid)) or topic_words(state.topic)[:3]
         is_hop = source.query != state.topic
-        sentences = source.sentences
         anchors = question_stems | stems(source.query)
         # Names weigh by their sentence and by how close they stand to the question's words there
         # ("directed by Mara Quell"); a name whose own document the run already holds is no bridge.
         named = []
-        for x in sentences:
-            for name in names_in(x[0]):
-                near = proximity(x[0], x[0].find(name), name, anchors)
+        for x in source.sentences:
+            for name in names_in(x.text):
+                near = proximity(x.text, x.text.find(name), name, anchors)
                 named.append((name, (0.3 + sentence_relevance(x, is_hop)) * near))
         for name, relevance in named:
             key = query_key(name)
@@ -332,32 +326,17 @@ def bridges(state: ResearchState, n: int) -> list[Bridge]:
     return sorted(found.values(), key=lambda b: -b.score)[: n * 2]
 
 
-def answer_supported(state: ResearchState) -> bool:
-    """The answer slot is filled: a candidate whose passage chain (with the passages it names)
-    covers every key word of the question."""
-    candidate = state.candidate
-    if answers.question_type(state.topic) == "explain":
-        # How/why: the cited passages together must speak to every key word of the question.
-        by_sid = state.source_by_sid()
-        return not missing_words(state.topic, " ".join(by_sid[sid].text for sid in cited_passages(state)))
-    if not candidate:
-        return False
-    if candidate["kind"] in ("yesno", "choice"):
-        return True
-    return not missing_words(state.topic, support_text(state, candidate["sid"], cited_passages(state)))
-
-
-def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
+def reflect(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """Sufficient (a supported answer)? If not, follow-ups that bridge through names the evidence found."""
     n = state.options.queries
     by_sid = state.source_by_sid()
     cited = cited_passages(state)
     findings = "\n".join(
-        f"- {x[0]}" for sid in cited[:6] for x in sorted(by_sid[sid].sentences, key=lambda x: -x[1])[:1]
+        f"- {x.text}" for sid in cited[:6] for x in sorted(by_sid[sid].sentences, key=lambda x: -x.to_question)[:1]
     )
     anchor = state.topic + " " + " ".join(by_sid[sid].text for sid in cited)
     proposed = ask(
-        deps,
+        run,
         state,
         "reflect",
         prompts.reflect_messages(state.topic, state.queries_done, findings, n),
@@ -379,13 +358,13 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
             hops[query] = {"parent": bridge.sid, "entity": bridge.entity}
             if bridge.sid not in bridged:
                 bridged.append(bridge.sid)
-    sufficient = answer_supported(state)
+    sufficient = answers.supported(state)
     loop_no = state.loop + 1
-    stop = decide_stop(state, sufficient, follow, deps.over_budget())
+    stop = decide_stop(state, sufficient, follow, run.budget.spent())
     record_ = {
         "loop": loop_no,
         "sufficient": sufficient,
-        "candidate": state.candidate.get("text"),
+        "candidate": state.candidate.text if state.candidate else None,
         "gap": " ".join(missing_words(state.topic, anchor)),
         "follow_ups": follow if stop is None else [],
         "new_facts": state.loop_facts,
@@ -393,7 +372,7 @@ def reflect(state: ResearchState, deps: Deps) -> dict[str, Any]:
         "method": "llm" if proposed else "bridge",
         "stop": stop,
     }
-    deps.progress("reflect", **record_)
+    run.progress("reflect", **record_)
     update: dict[str, Any] = {"reflections": state.reflections + [record_], "stop_reason": stop}
     if stop is None:
         update.update(pending=follow, loop=loop_no, new_sources=[], loop_facts=0, hops=hops, bridged=bridged)

@@ -1,5 +1,5 @@
 """Wiring of a research run: the real dependencies of a workspace, run options from the
-config, and the model wrapper that times every call into the run's counters."""
+config, and the model wrapper that times every call into the run's tally."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from deepresearch.models.llm import ChatModel, Completion
 from deepresearch.research import hooks
-from deepresearch.research.deps import Deps
-from deepresearch.research.state import ResearchState, RunOptions
+from deepresearch.research.deps import Deps, Tally
+from deepresearch.research.state import RunOptions
 
 if TYPE_CHECKING:
     from deepresearch.workspace import Workspace
 
 
 class TimedModel(ChatModel):
-    """Wraps the chat model to count generation seconds into the run's counters."""
+    """Wraps the chat model to count generation seconds into the run's tally."""
 
-    def __init__(self, model: ChatModel, state: ResearchState, clock: Callable[[], float] = time.perf_counter):
-        self.model, self.state, self.name, self.clock = model, state, model.name, clock
+    def __init__(self, model: ChatModel, tally: Tally, clock: Callable[[], float] = time.perf_counter):
+        self.model, self.tally, self.name, self.clock = model, tally, model.name, clock
         self.supports_schema = model.supports_schema
 
     def complete(
@@ -35,14 +35,14 @@ class TimedModel(ChatModel):
         try:
             return self.model.complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
         finally:
-            self.state.bump("llm_seconds", self.clock() - start)
+            self.tally.bump("llm_seconds", self.clock() - start)
 
 
 def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
     """The real dependencies for a workspace: KB, GGUF model, embedder, backend, cache."""
     from deepresearch.kb.lifecycle import age_tag
     from deepresearch.kb.store import KnowledgeBase
-    from deepresearch.models.categorize import PrototypeCategorizer
+    from deepresearch.models.categorize import LinearCategorizer
     from deepresearch.models.embed import get_embedder
     from deepresearch.models.extract import extract_facts
     from deepresearch.models.llm import get_chat_model
@@ -61,8 +61,8 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
         backend=get_backend(opts.backend, ws),
         cache=cache,
         conn=ws.db,
-        # Categories by the nearest prototype in the workspace's own embedding space (one model per run).
-        extract=functools.partial(extract_facts, categorizer=PrototypeCategorizer(embedder)),
+        # Categories by a linear classifier in the workspace's own embedding space (fitted once per process).
+        extract=functools.partial(extract_facts, categorizer=LinearCategorizer(embedder)),
         age_tag=age_tag,
         freshness_days=dict(cfg.kb.freshness_days),
         cover_similarity=cfg.research.kb_cover_similarity,
@@ -73,23 +73,4 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
 
 def options_from_config(ws: Workspace, **overrides: Any) -> RunOptions:
     """Run options from the workspace config, with the given (non-None) overrides."""
-    cfg = ws.config
-    opts = RunOptions(
-        loops=cfg.research.max_loops,
-        queries=cfg.research.queries_per_loop,
-        results_per_query=cfg.search.results_per_query,
-        fresh=cfg.kb.freshness,
-        lifecycle=cfg.kb.lifecycle_mode,
-        backend=cfg.search.backend,
-        use_cache=cfg.search.cache.enabled,
-        kb_write=cfg.research.kb_write,
-        budget=cfg.research.budget_seconds,
-        facts_per_source=cfg.research.facts_per_source,
-        max_tokens=cfg.research.max_tokens,
-        reader_tokens=cfg.research.reader_tokens,
-        second_read=cfg.research.second_read,
-    )
-    for key, value in overrides.items():
-        if value is not None:
-            setattr(opts, key, value)
-    return opts
+    return RunOptions.from_config(ws.config, **overrides)

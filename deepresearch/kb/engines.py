@@ -1,74 +1,65 @@
-"""Exact nearest-neighbour search over fact vectors with the lifecycle filters applied first.
+"""The KB's search engines over one file: exact vector search behind one interface, and keyword search.
 
-Two engines give the same answer (tests compare them):
+Three vector engines answer `search(query_vector, filter, k)` with the lifecycle filters applied
+first, and `engine_for(count, one_shot)` is the one rule choosing among them (recall and merge
+planning alike):
 
-- `vec0`: sqlite-vec KNN, one query per category partition with status / verified_at /
+- `vec0` (`Vec0`): sqlite-vec KNN, one query per category partition with status / verified_at /
   confidence constraints inside the KNN, so stale rows never fill the top-k. A decayed
   confidence floor cannot be written as a vec0 constraint, so k doubles until enough rows
   pass it or the partition is exhausted. Best for small KBs (no load cost).
-- `ram`: the float32 matrix held in RAM (numpy), masks computed for every row, then one
-  matrix-vector product. vec0 KNN is a full scan (≈80 ms at 100k rows, see
+- `ram` (`RamIndex`): the float32 matrix held in RAM (numpy), masks computed for every row, then
+  one matrix-vector product. vec0 KNN is a full scan (≈80 ms at 100k rows, see
   docs/BENCHMARKS.md); the matrix product is ≈6 ms. Loaded once per process and refreshed
   incrementally when the `kb.generation` counter in `meta` changes.
+- `codes` (`CodeIndex`, kb/codes.py): the compact copy stored in the file, beyond
+  `kb.bit_index_min_facts` facts and in one-shot processes.
 
-Beyond `kb.bit_index_min_facts`, and in one-shot processes, recall uses the compact copy
-stored in the file instead (kb/codes.py).
+Keyword recall over the FTS5 trigram index (`search_fts`) is the degraded path when vectors
+cannot be used. User text never reaches FTS5 syntax: each term becomes a quoted string (quotes
+doubled), so operators, parentheses, `NEAR`, `*` or `:` in a query are just characters. The
+trigram tokenizer matches any 3+ character substring, which makes Chinese/Japanese text (no
+spaces) searchable; shorter terms ("AI", two-character CJK words) fall back to LIKE.
+
+Also here: the embedding-model claim in `meta` (a process configured with another model fails
+closed), and the `Context` a `KnowledgeBase` owns and hands to recall, write and compress.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from deepresearch.db import get_meta
-from deepresearch.facts import CATEGORIES
-from deepresearch.indexing import VEC_K_LIMIT, VecTable
+from deepresearch.db import get_meta, set_meta
+from deepresearch.errors import DimensionMismatch, ModelError, ModelNotFound
+from deepresearch.facts import CATEGORIES, new_id
+from deepresearch.indexing import VEC_K_LIMIT, ModelClaim, match_any, vec_loaded
+from deepresearch.kb.codes import CodeIndex
+from deepresearch.kb.lifecycle import Filter
+from deepresearch.kb.repository import (
+    DIMENSION_KEY,
+    FACT_VEC,
+    GENERATION_KEY,
+    MODEL_KEY,
+    VECTORS_KEY,
+    keyword_rows,
+    lifecycle_rows,
+    max_rid,
+    vec_dimension,
+)
+from deepresearch.text import STOPWORDS, has_cjk, normalize_space
 
 if TYPE_CHECKING:
     from deepresearch.config import KBConfig
-    from deepresearch.kb.lifecycle import Visibility
+    from deepresearch.models.embed import Embedder
+    from deepresearch.models.llm import ChatModel
 
 log = logging.getLogger(__name__)
-
-GENERATION_KEY = "kb.generation"
-VECTORS_KEY = "kb.vectors_generation"
-
-
-@dataclass(frozen=True)
-class Filter:
-    """Everything a search must honour before ranking."""
-
-    visibility: Visibility
-    now: float
-    min_confidence: float
-    config: KBConfig
-
-    def decay_factor(self, category: str, age_days: np.ndarray) -> np.ndarray:
-        """The multiplier applied to raw confidence (1 when the mode does not decay)."""
-        if not self.visibility.decay:
-            return np.ones_like(age_days)
-        policy = self.config.categories[category]
-        factor = np.maximum(self.config.decay_floor, np.exp(-policy.decay * np.maximum(age_days, 0.0)))
-        if policy.ttl_days is not None:
-            factor = np.where(age_days > policy.ttl_days, 0.0, factor)
-        return factor
-
-
-# The fact vectors with their lifecycle columns: the columns of migration m103.
-FACT_VEC = VecTable(
-    "fact_vec",
-    partition=("category text partition key",),
-    metadata=("status text", "verified_at float", "confidence float"),
-)
-
-
-def vec_dimension(conn: Any) -> int | None:
-    """The vector length the fact_vec table was created with (None if it does not exist)."""
-    return FACT_VEC.dimension(conn)
 
 
 def search_vec0(conn: Any, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
@@ -216,7 +207,7 @@ class RamIndex:
             return
         if generation[1] != self.generation[1]:  # vectors rebuilt (reembed): start over
             self.rids, self.matrix = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        meta = conn.execute("select rid, category, status, verified_at, confidence from facts").fetchall()
+        meta = lifecycle_rows(conn)
         rids, matrix = self.rids, self.matrix
         if not rids.size:
             rids, matrix = read_all_vectors(conn)
@@ -269,6 +260,21 @@ class RamIndex:
         found.sort(key=lambda item: (-item[1], item[0]))
         return found[:k]
 
+    def search_batch(self, queries: np.ndarray, flt: Filter, k: int) -> list[list[tuple[int, float]]]:
+        """`search` for each row of `queries`, one matrix product per eligible slice for them all."""
+        queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        statuses = flt.visibility.statuses
+        status_ok = self._status_ok.setdefault(statuses, np.isin(self.status, list(statuses)))
+        found: list[list[tuple[int, float]]] = [[] for _ in range(len(queries))]
+        with one_blas_thread():
+            for start, end, ok in eligible_slices(self, status_ok, flt):
+                scores = self.matrix[start:end] @ queries.T
+                scores[~ok] = -np.inf
+                for col, column in enumerate(scores.T):
+                    top = np.argpartition(-column, k - 1)[:k] if column.size > k else np.arange(column.size)
+                    found[col].extend((int(self.rids[start + i]), float(column[i])) for i in top if ok[i])
+        return [sorted(hits, key=lambda item: (-item[1], item[0]))[:k] for hits in found]
+
     def _search_slices(self, query: np.ndarray, flt: Filter, k: int, status_ok: np.ndarray) -> list[tuple[int, float]]:
         found: list[tuple[int, float]] = []
         for start, end, ok in eligible_slices(self, status_ok, flt):
@@ -278,4 +284,183 @@ class RamIndex:
         return found
 
 
-STATUSES = ("active", "expired", "superseded")  # codes of the compact copy (kb/codes.py)
+class Vec0:
+    """The sqlite-vec engine: no load cost, a full scan per query (`search_vec0`)."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def search(self, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]:
+        """Top-k (rid, cosine) among eligible facts."""
+        return search_vec0(self.conn, query, flt, k)
+
+    def search_batch(self, queries: np.ndarray, flt: Filter, k: int) -> list[list[tuple[int, float]]]:
+        """`search` for each row of `queries`."""
+        return [self.search(q, flt, k) for q in queries]
+
+
+class Engine(Protocol):
+    """A vector engine: exact top-k (rid, cosine) among the facts a lifecycle filter lets through."""
+
+    def search(self, query: np.ndarray, flt: Filter, k: int) -> list[tuple[int, float]]: ...
+
+    def search_batch(self, queries: np.ndarray, flt: Filter, k: int) -> list[list[tuple[int, float]]]: ...
+
+
+class Engines:
+    """A process's vector engines over one KB file; the float matrix and the compact copy load on first use."""
+
+    def __init__(self, conn: Any, config: KBConfig):
+        self.conn, self.config = conn, config
+        self.vec0 = Vec0(conn)
+        self.ram = RamIndex()
+        self.codes = CodeIndex()
+
+    def engine_for(self, count: int, one_shot: bool, *, bulk: bool = False) -> Engine:
+        """The engine for a KB of about `count` facts (the rule recall and merge planning share).
+
+        Below `ram_index_min_facts` facts one vec0 KNN is cheapest. Above it a long-running
+        process keeps the exact float32 matrix in RAM up to `bit_index_min_facts` (146 MiB at
+        100k), and the compact copy stored in the file (kb/codes.py) beyond; a one-shot process
+        always uses the compact copy, which loads in a fraction of the matrix's time
+        (docs/BENCHMARKS.md). `bulk` (a sync pull's batch) takes the matrix from the first fact on.
+        """
+        small = count < self.config.ram_index_min_facts and not bulk
+        if small:
+            return self.vec0
+        if count >= self.config.bit_index_min_facts or (one_shot and not self.ram.rids.size):
+            self.codes.refresh(self.conn)
+            return self.codes
+        self.ram.refresh(self.conn)
+        return self.ram
+
+
+# --- the embedding model claim ------------------------------------------------------------------
+
+REEMBED_FIX = "run `deepresearch kb reembed` to rebuild the vectors with the configured model"
+CLAIM = ModelClaim(MODEL_KEY, DIMENSION_KEY, "the knowledge base", REEMBED_FIX)
+
+# (checked embedder, None) or (None, why vectors cannot be used)
+Vectors = tuple["Embedder | None", "str | None"]
+
+
+def vector_or_reason(conn: Any, embedder: Callable[[], Embedder]) -> Vectors:
+    """The checked embedder, or None and why semantic search cannot be used."""
+    if not vec_loaded(conn):
+        return None, f"sqlite-vec is not available ({getattr(conn, 'vec_error', None) or 'not loaded'})"
+    if vec_dimension(conn) is None:
+        return None, "the vector table is missing (sqlite-vec was unavailable when the DB was created)"
+    try:
+        return CLAIM.check(conn, embedder()), None
+    except (ModelError, ModelNotFound) as exc:
+        return None, f"the embedding model cannot be loaded ({exc})"
+
+
+def claim_model(conn: Any, embedder: Embedder) -> None:
+    """Record the model on first write; rebuild an empty vector table for its dimension."""
+    if CLAIM.stored(conn)[0] is None:
+        CLAIM.record(conn, embedder)
+    if vec_dimension(conn) != embedder.dimension:
+        if conn.execute("select count(*) from fact_vec").fetchone()[0]:
+            raise DimensionMismatch(f"the vector table holds vectors of another dimension — {REEMBED_FIX}")
+        FACT_VEC.create(conn, embedder.dimension)
+        set_meta(conn, VECTORS_KEY, new_id())
+
+
+@dataclass
+class Context:
+    """What the KB's collaborators (recall, write, compress, sync) share, owned by `KnowledgeBase`:
+    the connection, the config, the vector engines, the embedder (loaded on first use), the chat
+    model that proposes fusions on write (None: the mechanical merge), and whether this process
+    answers one query only (the CLI: never load the float matrix)."""
+
+    conn: Any
+    config: KBConfig
+    embedder: Callable[[], Embedder]
+    engines: Engines
+    merge_model: ChatModel | None = None
+    one_shot: bool = False
+
+    def vectors(self, embedder: Embedder | None = None) -> Vectors:
+        """(checked embedder, None) — this KB's, or `embedder` for one call — or (None, why not)."""
+        return vector_or_reason(self.conn, (lambda: embedder) if embedder else self.embedder)
+
+    def engine(self, *, bulk: bool = False) -> Engine:
+        """The vector engine for this KB's size (`Engines.engine_for`)."""
+        return self.engines.engine_for(max_rid(self.conn), self.one_shot, bulk=bulk)
+
+
+# --- keyword search (the degraded path) ------------------------------------------------------------
+
+_TERM = re.compile(r"[^\W_]+(?:[-'.][^\W_]+)*", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+MAX_TERMS = 32
+
+
+def terms(text: str) -> tuple[list[str], list[str]]:
+    """(terms of 3+ characters for MATCH, shorter terms for LIKE) from free user text."""
+    long_terms: list[str] = []
+    short_terms: list[str] = []
+    for token in _TERM.findall(normalize_space(text).lower()):
+        pieces = [token]
+        if has_cjk(token):
+            # CJK runs have no word boundaries: search their overlapping trigrams.
+            pieces = []
+            for run in _CJK_RUN.findall(token):
+                pieces.extend(run[i : i + 3] for i in range(max(1, len(run) - 2)))
+            pieces.extend(p for p in _CJK_RUN.split(token) if p)
+        for piece in pieces:
+            if piece in STOPWORDS or not piece.strip():
+                continue
+            target = long_terms if len(piece) >= 3 else short_terms
+            if piece not in target:
+                target.append(piece)
+    return long_terms[:MAX_TERMS], short_terms[:MAX_TERMS]
+
+
+def match_expression(text: str) -> str | None:
+    """A safe FTS5 MATCH string: every term quoted and OR-ed; None when no term is long enough."""
+    return match_any(terms(text)[0])
+
+
+def _like_pattern(term: str) -> str:
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def visibility_sql(flt: Filter, alias: str = "f") -> tuple[str, list[Any]]:
+    """SQL condition + params for the lifecycle rules (decayed-confidence floor excluded)."""
+    statuses = flt.visibility.statuses
+    parts: list[str] = []
+    params: list[Any] = []
+    for category, cutoff in flt.visibility.cutoffs(flt.now).items():
+        if cutoff is None:
+            parts.append(f"{alias}.category = ?")
+            params.append(category)
+        else:
+            parts.append(f"({alias}.category = ? and {alias}.verified_at >= ?)")
+            params.extend([category, cutoff])
+    sql = (
+        f"{alias}.status in ({','.join('?' * len(statuses))}) and {alias}.confidence >= ?"
+        f" and ({' or '.join(parts) or '0'})"
+    )
+    return sql, [*statuses, flt.min_confidence, *params]
+
+
+def search_fts(conn: Any, text: str, flt: Filter, k: int) -> list[tuple[int, float]]:
+    """Top-k (rid, relevance in 0..1 from BM25) among eligible facts matching the words of `text`."""
+    where, params = visibility_sql(flt)
+    expr = match_expression(text)
+    short_terms = [] if expr is not None else terms(text)[1]
+    if expr is None and not short_terms:
+        return []
+    rows = keyword_rows(conn, expr, [_like_pattern(t) for t in short_terms], where, params)
+    out: list[tuple[int, float]] = []
+    for rid, score, category, verified, raw in rows:
+        factor = flt.decay_factor(category, np.array([(flt.now - verified) / 86400.0]))[0]
+        if raw * factor < flt.min_confidence:
+            continue
+        strength = max(0.0, -float(score))
+        out.append((int(rid), strength / (1.0 + strength) if expr else 0.5))
+        if len(out) >= k:
+            break
+    return out
