@@ -277,6 +277,12 @@ class ResearchConfig(_Section):
         ge=100,
         description="Evidence the answer step's model reads, in tokens (the best sentences of the best passages).",
     )
+    second_read: bool = Field(
+        False,
+        description="For a span question, the answer step's model names the entity whose fact the evidence"
+        " lacks; one more search for it, and a second read with its best passages. Off: on the tuning"
+        " questions it changed no headline at ~30% more model time (docs/BENCHMARKS.md, session 12).",
+    )
     kb_cover_similarity: float = Field(
         0.5,
         ge=0,

@@ -158,6 +158,23 @@ def gold_titles(item: dict) -> set[str]:
     return {t for t, *_ in item["supporting_facts"]}
 
 
+def hop_figures(found: dict, headline: str | None, golds: list[str]) -> dict:
+    """The hop read's entity and query, both reads, and the scores the first read alone would have had."""
+    hop = found.get("hop") or {}
+    first = hop["first_read"] if hop else headline  # without the hop read: the first read's answer
+    em, f1 = headline_scores(first, golds)
+    return {
+        "em_no_hop": em,
+        "f1_no_hop": f1,
+        "wrong_no_hop": bool(first) and f1 < 0.5,
+        "hopped": bool(hop),
+        "hop_entity": hop.get("entity"),
+        "hop_query": hop.get("query"),
+        "first_read": hop.get("first_read"),
+        "second_read": hop.get("second_read"),
+    }
+
+
 def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> dict:
     """Per-question figures of one research run."""
     gold = gold_titles(item)
@@ -178,6 +195,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     em_all, f1_all = headline_scores(result.short_answer or guess, golds)
     return {
         "question": item["question"],
+        "run_id": result.run_id,
         "gold": item["answer"],
         "headline": result.short_answer,
         "method": found.get("method"),
@@ -189,6 +207,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "f1_no_rule": f1_all,
         "wrong_no_rule": bool(result.short_answer or guess) and f1_all < 0.5,
         "abstained_no_rule": not (result.short_answer or guess),
+        **hop_figures(found, result.short_answer, golds),
         "score": found.get("score"),
         "reader_rejected": found.get("reader_rejected"),
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
@@ -266,6 +285,56 @@ def _log(mode: str, i: int, n: int, row: dict) -> None:
     )
 
 
+def _saved_runs(kept: Path | None) -> dict[int, tuple[str, dict]]:
+    """Question index → (run id, scored row) of the extractive runs kept in `--runs-dir`."""
+    path = kept / "runs.json" if kept is not None else None
+    if path is None or not path.exists():
+        return {}
+    return {int(k): (v["run_id"], v["row"]) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def _save_runs(kept: Path | None, saved: dict[int, tuple[str, dict]]) -> None:
+    if kept is not None:
+        data = {str(k): {"run_id": run_id, "row": row} for k, (run_id, row) in sorted(saved.items())}
+        (kept / "runs.json").write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
+
+
+def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles: dict[str, str], rows: dict) -> list:
+    """The run id of each question's extractive run (kept ones from `--runs-dir` re-used); rows["extractive"]."""
+    from deepresearch.research.loop import run_research
+    from deepresearch.research.runs import RunStore
+    from deepresearch.research.wiring import build_deps, options_from_config
+
+    deps = build_deps(ws, options_from_config(ws))
+    deps.model = None
+    saved = _saved_runs(args.runs_dir)
+    runs = []
+    for i, item in enumerate(items, 1):
+        index = args.start + i - 1
+        if index not in saved:
+            result = run_research(ws, item["question"], options_from_config(ws), deps=deps)
+            row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
+            saved[index] = (result.run_id, row)
+            _save_runs(args.runs_dir, saved)
+        runs.append(saved[index][0])
+        rows.setdefault("extractive", []).append(saved[index][1])
+        _log("extractive", i, len(items), saved[index][1])
+    return runs
+
+
+def _copy_corpus(db: Path, work: Path, kept: Path | None) -> None:
+    """A copy of the ingested corpus per workspace (the loop's kept in `kept` once made)."""
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+    for name in ("loop", "baseline", "model-all"):
+        home = kept / "loop" if kept is not None and name == "loop" else work / name
+        if kept is not None and name == "loop" and (home / "deepresearch.db").exists():
+            continue
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        shutil.copy(db, home / "deepresearch.db")
+
+
 def run_modes(
     modes: list[str],
     models: list[str],
@@ -278,28 +347,17 @@ def run_modes(
     """Every mode on every item: the extractive loop once per question, each reader re-reading it."""
     from deepresearch.research.loop import run_research
     from deepresearch.research.runs import RunStore
-    from deepresearch.research.wiring import build_deps, options_from_config
+    from deepresearch.research.wiring import options_from_config
     from deepresearch.search.corpus import Corpus
     from deepresearch.workspace import Workspace
 
     rows: dict[str, list[dict]] = {}
-    for name in ("loop", "baseline", "model-all"):
-        home = work / name
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
-        shutil.copy(db, home / "deepresearch.db")
-    ws = Workspace.open(work / "loop")
+    kept = args.runs_dir  # extractive runs saved there are re-used (the loop's workspace, run ids, rows)
+    _copy_corpus(db, work, kept)
+    ws = Workspace.open(kept / "loop" if kept is not None else work / "loop")
     try:
         if "extractive" in modes or "reader" in modes:
-            deps = build_deps(ws, options_from_config(ws))
-            deps.model = None
-            runs = []
-            for i, item in enumerate(items, 1):
-                result = run_research(ws, item["question"], options_from_config(ws), deps=deps)
-                runs.append(result.run_id)
-                row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
-                rows.setdefault("extractive", []).append(row)
-                _log("extractive", i, len(items), row)
+            runs = extractive_runs(ws, args, items, titles, rows)
             for model in models if "reader" in modes else []:
                 mode = f"reader:{Path(model).name[:40]}"
                 deps = reader_deps(ws, model, args.threads, ("answer",))
@@ -381,13 +439,16 @@ SUMMARY_KEYS = [
     "f1_no_rule",
     "wrong_no_rule",
     "abstained_no_rule",
+    "hopped",
+    "em_no_hop",
+    "f1_no_hop",
+    "wrong_no_hop",
     "loops",
     "backend_searches",
 ]
 
 
-def main() -> None:
-    """Ingest the paragraphs, run every mode on the selected questions, print the figures."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, help="HotpotQA/MuSiQue-format JSON (a list of items).")
     parser.add_argument("--limit", type=int, default=10, help="Questions to research (default 10).")
@@ -406,7 +467,19 @@ def main() -> None:
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="Keep the runs' workspaces here (default: deleted)."
     )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="Keep the extractive runs here and re-use them on later calls (same file): readers re-read them.",
+    )
     parser.add_argument("--json", action="store_true", help="Print everything (with per-question rows) as JSON.")
+    return parser
+
+
+def main() -> None:
+    """Ingest the paragraphs, run every mode on the selected questions, print the figures."""
+    parser = _parser()
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     models = [m for m in args.models.split(",") if m]

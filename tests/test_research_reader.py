@@ -10,11 +10,21 @@ import re
 import pytest
 
 from deepresearch.research.loop import run_research
-from deepresearch.research.reader import check_reading, normalize_answer, reader_evidence, states
+from deepresearch.research.reader import (
+    asked_shape,
+    check_hop,
+    check_reading,
+    counts_fit,
+    fits_question,
+    normalize_answer,
+    reader_evidence,
+    states,
+)
 from deepresearch.research.report import ABSTAIN_NOTE
 from deepresearch.research.runs import RunStore
 from deepresearch.research.state import ResearchState, RunOptions, Source
 from deepresearch.views import to_jsonable
+from tests.fakes import FakeChatModel
 from tests.research_helpers import ListBackend, RoutedChatModel, make_deps
 from tests.test_research_answer import DIRECTOR, FILM, QUESTION, TWO_HOP, KeywordBackend
 
@@ -53,7 +63,8 @@ def test_a_reading_the_evidence_does_not_state_falls_back(workspace, fake_embedd
         "Tromsø is the answer",  # not JSON
     ):
         result, model = _run(workspace, fake_embedder, QUESTION, TWO_HOP, reply)
-        assert model is not None and len(model.prompts("answer research")) == 1
+        reads = [p for p in model.prompts("answer research") if '"entity"' not in p]
+        assert model is not None and len(reads) == 1
         assert result.report_stats["model_steps"]["answer"]["accepted"] == 0
         assert result.report_stats["answer_method"] != "reader"
         assert result.short_answer == extractive.short_answer
@@ -77,8 +88,10 @@ def test_a_stated_span_is_kept_and_cited_from_the_passage_that_states_it(workspa
 
 def test_yes_no_is_accepted_only_for_a_yes_no_question(workspace, fake_embedder):
     question = "Are Alma Reyes and Bruno Tal both painters?"
-    result, _ = _run(workspace, fake_embedder, question, PAINTERS, {"answer": "yes", "sources": ["S1", "S2"]}, 1)
-    assert result.short_answer == "Yes" and result.report_stats["answer_method"] == "reader"
+    result, model = _run(workspace, fake_embedder, question, PAINTERS, {"answer": "no", "sources": ["S1", "S2"]}, 1)
+    # The comparison of the two passages answers a yes/no question; the model is not asked.
+    assert result.short_answer == "Yes" and result.report_stats["answer_method"] == "extractive"
+    assert model is not None and model.prompts("answer research") == []
     assert _answer_section(result.report).strip().startswith("**Yes.**")
     state = ResearchState("r", question, RunOptions())
     state.sources = [Source("S1", "file:///a", "Alma Reyes", PAINTERS["file:///corpus/alma.md"], question, 0)]
@@ -138,7 +151,8 @@ def test_the_real_smollm2_reads_through_the_reader_path(workspace, real_embedder
     model = get_chat_model(LLMConfig(model_path="smollm2-135m-instruct", n_threads=2))
     deps = make_deps(workspace, real_embedder, model, KeywordBackend(TWO_HOP), model_steps=("answer",))
     result = run_research(workspace, QUESTION, RunOptions(loops=2, queries=2), deps=deps)
-    assert result.counters["model.answer.calls"] == 1 and result.counters["model.answer.seconds"] > 0
+    # One read, and for this span question at most a hop (entity) call and a second read.
+    assert 1 <= result.counters["model.answer.calls"] <= 3 and result.counters["model.answer.seconds"] > 0
     assert re.search(r"model used for: answer \(\d+\.\d s\)", result.report)
     state = RunStore(workspace.db).load_state(result.run_id)
     by_url = {s.url: s for s in state.sources}
@@ -148,3 +162,103 @@ def test_the_real_smollm2_reads_through_the_reader_path(workspace, real_embedder
         assert any(states(result.short_answer, by_url[s["url"]].text) for s in result.answer_sources)
     assert result.report_stats["invalid_citations_removed"] == 0
     assert {s["url"] for s in result.sources} <= set(by_url)
+
+
+class HopModel(FakeChatModel):
+    """A reader that cannot answer from the first evidence, names the director as the missing
+    hop, and answers from the hop's passage once it is in the evidence."""
+
+    def __init__(self, hop: object, first: str = "", second: str = "Tromsø") -> None:
+        super().__init__()
+        self.hop, self.first, self.second = hop, first, second
+
+    def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+        prompt = messages[-1]["content"]
+        if '"entity"' in prompt:
+            reply: object = self.hop
+        elif "Tromsø" in prompt:
+            reply = {"answer": self.second, "sources": []}
+        else:
+            reply = {"answer": self.first, "sources": []}
+        self.replies = [reply]
+        return super().complete(messages, schema, max_tokens, temperature)
+
+
+def _hop_run(workspace, embedder, hop, second_read=True, **replies):  # type: ignore[no-untyped-def]
+    backend = KeywordBackend(TWO_HOP)
+    deps = make_deps(workspace, embedder, HopModel(hop, **replies), backend, cache=False, model_steps=("answer",))
+    options = RunOptions(loops=1, queries=2, second_read=second_read)  # one loop: the loop itself takes no hop
+    result = run_research(workspace, QUESTION, options, deps=deps)
+    return result, backend, RunStore(workspace.db).load_state(result.run_id)
+
+
+def test_the_hop_read_searches_the_named_entity_and_answers_from_its_passage(workspace, fake_embedder):
+    hop = {"entity": "Mara Quell", "question": "Where did Mara Quell grow up?"}
+    result, backend, state = _hop_run(workspace, fake_embedder, hop)
+    assert backend.calls[-1] == "Where did Mara Quell grow up?"  # the hop went through the search step
+    assert result.short_answer == "Tromsø"
+    found = state.short_answer
+    assert found["method"] == "reader" and found["hop"]["entity"] == "Mara Quell"
+    assert found["hop"]["first_read"] is None and found["hop"]["second_read"] == "Tromsø"
+    # The answer's passage and the passage that named the director (the hop that led there) are cited.
+    assert [s["url"] for s in result.answer_sources] == [DIRECTOR, FILM]
+    assert {DIRECTOR, FILM} <= {s["url"] for s in result.sources}
+    assert state.hops["Where did Mara Quell grow up?"]["entity"] == "Mara Quell"
+    assert result.counters["model.answer.calls"] == 3 and result.counters["model.answer.accepted"] == 2
+
+
+def test_a_hop_the_evidence_does_not_name_is_not_searched(workspace, fake_embedder):
+    for hop in (
+        {"entity": "Oslo Film Institute", "question": "Where is the Oslo Film Institute?"},  # not in the evidence
+        {"entity": "Leland", "question": "What is Leland?"},  # the question's own word
+        "Mara Quell",  # not the schema's object
+    ):
+        result, backend, state = _hop_run(workspace, fake_embedder, hop)
+        assert len(backend.calls) == 1 and result.short_answer is None
+        assert "hop" not in state.short_answer and result.counters["model.answer.calls"] == 2
+    result, backend, _ = _hop_run(workspace, fake_embedder, {"entity": "Mara Quell", "question": ""}, second_read=False)
+    assert len(backend.calls) == 1 and result.counters["model.answer.calls"] == 1  # the option off: one read
+
+
+def test_check_hop_builds_a_search_from_the_entity_when_its_question_does_not_name_it():
+    state = ResearchState("r", QUESTION, RunOptions())
+    evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
+    hop = check_hop({"entity": "Mara Quell.", "question": "Where was she raised?"}, state, evidence)
+    assert hop is not None and hop["entity"] == "Mara Quell" and hop["parent"] == "S1"
+    assert hop["query"].startswith("Mara Quell ") and "raised" in hop["query"]
+    state.queries_done = [hop["query"]]
+    assert check_hop({"entity": "Mara Quell", "question": "Where was she raised?"}, state, evidence) is None
+
+
+def test_a_span_must_have_the_shape_the_question_asks_for():
+    assert fits_question("1989", "date") and fits_question("March 3", "date") and not fits_question("American", "date")
+    assert fits_question("three", "number") and fits_question("22,000", "number")
+    assert not fits_question("several", "number")
+    assert fits_question("Mara Quell", "person") and not fits_question("top scorer", "person")
+    assert fits_question("Tromsø", "place") and not fits_question("the town", "place")
+    assert fits_question("thriller", "entity") and fits_question("thriller", "")
+    assert asked_shape("When was it shot?") == "date" and asked_shape("In what year was it shot?") == "date"
+    assert asked_shape("How many towns are there?") == "number" and asked_shape("Who directed it?") == "person"
+    # A wh-word inside a clause does not say what is asked.
+    assert asked_shape("What position does the footballer who plays for Benfica play?") == ""
+    assert asked_shape("Under what name did he sing when he released Void?") == ""
+    question = "When was Night Harbor shot?"
+    state = ResearchState("r", question, RunOptions())
+    state.sources = [Source("S1", "file:///a", "Night Harbor", TWO_HOP[FILM], question, 0)]
+    evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
+    assert check_reading({"answer": "thriller film", "sources": ["S1"]}, state, evidence) is None
+    assert check_reading({"answer": "1986", "sources": ["S1"]}, state, evidence)["text"] == "1986"  # type: ignore[index]
+    # A bare number answers a question that asks a quantity or a time, not "which film".
+    assert counts_fit("22,000", "What is the population of Leland?") and counts_fit("Leland", "Which town?")
+    assert not counts_fit("1986", "Which of the two films was shot in Leland?")
+
+
+def test_a_second_read_naming_the_entity_it_looked_up_has_not_answered(workspace, fake_embedder):
+    hop = {"entity": "Mara Quell", "question": "Where did Mara Quell grow up?"}
+    # The first read answered with the director, the model then asked about her: the hop's answer stands.
+    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Mara Quell")
+    assert result.short_answer == "Tromsø" and state.short_answer["hop"]["first_read"] == "Mara Quell"
+    # The second read names her again: the first read stands.
+    result, _, state = _hop_run(workspace, fake_embedder, hop, first="Brunswick County", second="Mara Quell")
+    assert state.short_answer["hop"]["second_read"] == "Mara Quell"
+    assert result.short_answer == state.short_answer["hop"]["first_read"] == "Brunswick County"

@@ -97,10 +97,13 @@ def _run_options(ws: Workspace, opts: ResearchOptions) -> RunOptions:
 def research(ctx: typer.Context, opts: ResearchOptions) -> None:
     """Research a question: recall, plan, search, rank, extract, reflect, answer, report."""
     from deepresearch.errors import InputError, SearchError
-    from deepresearch.research.loop import run_research
 
     if not opts.resume and not (opts.question or "").strip():
         raise InputError("give a research question, or --resume RUN_ID to continue a run")
+    # The first progress line before the loop's imports and the models load (seconds on a busy machine).
+    status(f"resuming run {opts.resume}" if opts.resume else f"research: {(opts.question or '').strip()[:200]}")
+    from deepresearch.research.loop import run_research
+
     if opts.resume and opts.given():
         warn("--resume continues a run with its saved question and options; the ones given are ignored")
     ws = open_workspace(ctx)

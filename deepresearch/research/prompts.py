@@ -110,6 +110,37 @@ def reader_schema(ids: list[str], max_chars: int = 80) -> dict[str, Any]:
     }
 
 
+# The hop read (bridge questions): the same prefix (system, instructions, evidence), another
+# question at the end — the cached prefix is reused, only the tail is evaluated.
+HOP_QUESTION = """
+
+Question: {question}
+This question may need one more fact the evidence lacks: a fact about a person, place, work or
+organization that the evidence names. Give that entity exactly as the evidence writes it, and the
+missing fact as a short question about it.
+Answer as JSON: {{"entity": "...", "question": "..."}}"""
+
+
+def hop_messages(question: str, evidence: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+    """Messages asking which entity named in the evidence needs one more search, and for what."""
+    messages = reader_messages(question, evidence)
+    body = messages[-1]["content"]
+    messages[-1]["content"] = body.rsplit("\n\nQuestion: ", 1)[0] + HOP_QUESTION.format(question=question)
+    return messages
+
+
+def hop_schema(max_chars: int = 60) -> dict[str, Any]:
+    """{"entity": a name the evidence states, "question": the missing fact about it}."""
+    return {
+        "type": "object",
+        "properties": {
+            "entity": {"type": "string", "maxLength": max_chars},
+            "question": {"type": "string", "maxLength": 2 * max_chars},
+        },
+        "required": ["entity", "question"],
+    }
+
+
 def short_source(url: str) -> str:
     """A few tokens that name a source: the file name or the host, never the full URL."""
     parsed = urlparse(url)

@@ -13,16 +13,23 @@ report says the evidence does not state the answer directly.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from deepresearch.research import answer as answers
-from deepresearch.research import prompts
-from deepresearch.research.evidence import best_sentences, cited_passages, key_weights, sentence_score
+from deepresearch.research import prompts, steps
+from deepresearch.research.evidence import (
+    best_sentences,
+    cited_passages,
+    index_sources,
+    key_weights,
+    sentence_score,
+)
 from deepresearch.research.model_io import ask
-from deepresearch.research.queries import new_to, stems
+from deepresearch.research.queries import new_to, query_key, stems, topic_words
 
 if TYPE_CHECKING:
     from deepresearch.research.deps import Deps, RunContext
@@ -122,6 +129,8 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         text = option
     elif not new_to(text, stems(state.topic)):
         return None  # the question's own words are never its answer
+    elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
+        return None
     pool = [sid for _, sid, _, _ in evidence] + [s.sid for s in state.sources]
     where = [sid for sid in cited if states(text, _full_text(state, sid))]
     if not where:  # stated by another retrieved passage: cite that one
@@ -136,6 +145,51 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         "method": "reader",
         "sentence": _sentence_with(state, where[0], text),
     }
+
+
+SHAPE_CHECK = True
+_MONTHS = re.compile(answers._MONTH, re.I)
+_CAPITALIZED = re.compile(r"(?:^|\s)[(\"'‘“]?[A-Z0-9]")
+
+
+_HEAD_SHAPES = (
+    (re.compile(r"^(?:in |by |since |until )?(?:when\b|(?:what|which) (?:year|date|decade|century)\b)"), "date"),
+    (re.compile(r"^(?:in |by )?how (?:many|much)\b"), "number"),
+    (re.compile(r"^(?:who|whom|whose)\b"), "person"),
+    (re.compile(r"^(?:where)\b"), "place"),
+)
+
+
+def asked_shape(question: str) -> str:
+    """The answer's shape the question's head asks for (date, number, person, place), from the
+    words that open it only: a "who" or "when" inside a clause ("the player who …") asks nothing."""
+    head = " ".join(question.strip().lower().split()[:4])
+    return next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
+
+
+def fits_question(text: str, kind: str) -> bool:
+    """Whether a span has the shape the question asks for: a date or year for when/what year, a
+    number for how many/much, a name (a capitalized word) for who/where; other shapes any span."""
+    if kind == "date":
+        return bool(answers.DATE.search(text) or re.search(r"\d", text) or _MONTHS.search(text))
+    if kind == "number":
+        return bool(answers.NUMBER.search(text))
+    if kind in ("person", "place"):
+        return bool(_CAPITALIZED.search(text))
+    return True
+
+
+_BARE_NUMBER = re.compile(r"^[\d.,\s%$€£]+$")
+_ASKS_QUANTITY = re.compile(
+    r"\b(?:when|how|number|population|percent(?:age)?|year|date|age|score|rank(?:ed)?|total|amount|size|height|length"
+    r"|capacity|area|episode|season|edition|decade|century|time|record|many|much|long|old|tall|far)\b",
+    re.I,
+)
+
+
+def counts_fit(text: str, question: str) -> bool:
+    """A bare number answers only a question that asks for a quantity, a time or a rank."""
+    return not _BARE_NUMBER.match(text) or bool(_ASKS_QUANTITY.search(question))
 
 
 def extractive_answer(state: ResearchState, passages: list[str]) -> dict[str, Any]:
@@ -177,9 +231,10 @@ def abstention(guess: str | None = None) -> dict[str, Any]:
     return {"text": None, "kind": "", "sids": [], "method": "abstained", "unconfirmed": guess}
 
 
-def read(state: ResearchState, run: RunContext, passages: list[str]) -> tuple[dict[str, Any] | None, Any]:
-    """(the reader's kept answer or None, its raw output) for the question over `passages`."""
-    evidence = reader_evidence(state, passages, state.options.reader_tokens)
+def read(
+    state: ResearchState, run: RunContext, evidence: list[tuple[str, str, str, str]]
+) -> tuple[dict[str, Any] | None, Any]:
+    """(the reader's kept answer or None, its raw output) for the question over `evidence`."""
     if not evidence:
         return None, None
     raw: dict[str, Any] = {}
@@ -193,16 +248,150 @@ def read(state: ResearchState, run: RunContext, passages: list[str]) -> tuple[di
     return ask(run, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
 
 
+# Yes/no and either-or questions: the deterministic comparison answers when it can, the model
+# only when it cannot (on HotpotQA 0–19 the comparison was right 5 times in 6, the model 2).
+COMPARISONS_FIRST = True
+
+
 def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
-    """The run's short answer: the model's reading when the evidence supports it, else the
-    confident extractive answer, else an abstention."""
+    """The run's short answer: for a yes/no or either-or question the comparison of the passages
+    when it answers; otherwise the model's reading when the evidence supports it (with a hop read
+    if `research.second_read`), else the confident extractive answer, else an abstention. The
+    hop's search joins the run's pool (sources, hops)."""
     passages = cited_passages(state)
-    reading, raw = read(state, run, passages) if passages else (None, None)
+    if answers.question_type(state.topic) in TRUSTED_KINDS and COMPARISONS_FIRST:
+        compared = extractive_answer(state, passages)  # yes/no, either-or: the comparison of the passages
+        if compared.get("text"):
+            run.progress("answer", text=compared["text"], method=compared["method"])
+            return {"short_answer": compared}
+    evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
+    reading, raw = read(state, run, evidence)
+    update: dict[str, Any] = {}
+    if wants_hop(state, run, reading):
+        reading, update = with_hop(state, deps, run, evidence, reading)
     found = reading or extractive_answer(state, passages)
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
     run.progress("answer", text=found.get("text"), method=found["method"])
-    return {"short_answer": found}
+    return {"short_answer": found, **update}
+
+
+# When the hop read runs with `research.second_read` on (measured on MuSiQue 0–9, docs/BENCHMARKS.md session 12):
+# "unanswered" = only when the first read kept no answer; "spans" = for every span question.
+HOP_WHEN = "spans"
+HOP_PASSAGES = 3  # the hop search's best passages the second read adds
+HOP_TOKENS = 200  # their evidence, in tokens, appended after the first read's
+HOP_MAX_TOKENS = 40  # {"entity": a name, "question": a short question}
+
+
+def wants_hop(state: ResearchState, run: RunContext, reading: dict[str, Any] | None) -> bool:
+    """Whether to read again after one more search: a span question (not yes/no, either-or or
+    how/why), the model available, the option on, and (by HOP_WHEN) no kept first reading."""
+    if not state.options.second_read or run.model_for("answer") is None:
+        return False
+    if answers.question_type(state.topic) in ("yesno", "choice", "explain"):
+        return False
+    return HOP_WHEN == "spans" or reading is None
+
+
+def is_entity(text: str, entity: str) -> bool:
+    """Whether a span names the hop entity (the same words, or one inside the other)."""
+    return states(text, entity) or states(entity, text)
+
+
+def with_hop(
+    state: ResearchState,
+    deps: Deps,
+    run: RunContext,
+    evidence: list[tuple[str, str, str, str]],
+    reading: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the reading after a hop read, the state update of its search); the first reading and no
+    update when no hop was taken."""
+    hopped = hop_read(state, deps, run, evidence)
+    if hopped is None:
+        return reading, {}
+    second, work, named = hopped
+    update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops", "new_sources")}
+    hop: dict[str, Any] = {
+        **named,
+        "first_read": (reading or {}).get("text"),
+        "second_read": (second or {}).get("text"),
+    }
+    # A second read that answers with the entity it was still looking up has not answered: the
+    # first read stands. (Dropping a first read that named the entity too lost right answers: the
+    # model often names its own answer as the entity to look up.)
+    kept = second if second is not None and not is_entity(second["text"], named["entity"]) else reading
+    return ({**kept, "hop": hop} if kept else None), update
+
+
+def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, str, str]]) -> dict[str, str] | None:
+    """{entity, query, parent sid} when the model named an entity the evidence states (not only the
+    question's words) and a search for it is new; the query is its missing-fact question when
+    that names the entity, else the entity with that question's key words (or the question's)."""
+    if not isinstance(data, dict) or not isinstance(data.get("entity"), str):
+        return None
+    entity = data["entity"].strip().strip(".,;:\"'").strip()
+    if not entity or len(entity) > 60 or not new_to(entity, stems(state.topic)):
+        return None
+    parent = next((sid for _, sid, title, text in evidence if states(entity, f"{title}. {text}")), None)
+    if parent is None:
+        return None
+    sub = data.get("question") if isinstance(data.get("question"), str) else ""
+    sub = " ".join(str(sub).split())[:160]
+    words = [w for w in topic_words(sub) if not states(w, entity)] or topic_words(state.topic)[:4]
+    query = sub if states(entity, sub) else f"{entity} {' '.join(words)}"
+    if query_key(query) in {query_key(q) for q in state.queries_done}:
+        return None
+    return {"entity": entity, "query": query, "parent": parent}
+
+
+def hop_search(
+    state: ResearchState, deps: Deps, run: RunContext, hop: dict[str, str]
+) -> tuple[ResearchState, list[str]]:
+    """A copy of the state after searching the hop's query through the loop's search step (its
+    new passages indexed against the question), and the sids that search returned, in rank order."""
+    work = dataclasses.replace(state, pending=[hop["query"]], loop=max(state.loop, 1), new_sources=[])
+    work = dataclasses.replace(work, **steps.search(work, deps, run))
+    hops = {**state.hops, hop["query"]: {"parent": hop["parent"], "entity": hop["entity"]}}
+    sources = index_sources(deps.embedder, state.topic, work.sources)
+    work = dataclasses.replace(work, sources=sources, hops=hops, loop=state.loop)
+    hits = sorted((rank, sid) for sid, query, rank in work.retrievals if query == hop["query"])
+    return work, list(dict.fromkeys(sid for _, sid in hits))
+
+
+def hop_read(
+    state: ResearchState, deps: Deps, run: RunContext, evidence: list[tuple[str, str, str, str]]
+) -> tuple[dict[str, Any] | None, ResearchState, dict[str, str]] | None:
+    """The bridge read: the model names the entity whose fact is missing (same evidence, so the
+    prompt prefix is reused), one more search for it, then a read of the evidence with the hop's
+    best passages appended. (second reading or None, the state with the hop's passages, the hop);
+    None when no hop was named or the search found no passage the first read did not see."""
+    if not evidence:
+        return None
+    lines = [(pid, title, text) for pid, _, title, text in evidence]
+    hop = ask(
+        run,
+        state,
+        "answer",
+        prompts.hop_messages(state.topic, lines),
+        prompts.hop_schema(),
+        lambda data: check_hop(data, state, evidence),
+        HOP_MAX_TOKENS,
+    )
+    if hop is None or run.budget.spent():
+        return None
+    work, hits = hop_search(state, deps, run, hop)
+    seen = {sid for _, sid, _, _ in evidence}
+    extra = [sid for sid in hits if sid not in seen][:HOP_PASSAGES]
+    if not extra:
+        return None
+    more = reader_evidence(work, extra, HOP_TOKENS)
+    evidence = evidence + [(f"S{len(evidence) + k}", sid, t, x) for k, (_, sid, t, x) in enumerate(more, 1)]
+    second, _ = read(work, run, evidence)
+    if second is not None and set(second["sids"]) & set(extra) and hop["parent"] not in second["sids"]:
+        second = {**second, "sids": [*second["sids"], hop["parent"]]}  # cite the passage that led there
+    return second, work, hop
 
 
 def supporting_passages(state: ResearchState, found: dict[str, Any], passages: list[str]) -> list[str]:
