@@ -12,7 +12,7 @@ The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it sh
 
 `LinearCategorizer` (the default) is a softmax regression on the sentence embeddings, fitted
 once per embedder and process (~0.1 s, numpy) on the category prototypes below and the
-hand-labeled dev claims of tests/data/extraction_labels.jsonl (models/category_examples.py; the
+hand-labeled dev claims of tests/data/extraction_labels.jsonl (models/data/category_examples.json; the
 held-out and fresh claims are what it is measured on). `PrototypeCategorizer` embeds each
 category's description and example claims (written for this module, none from the evaluation
 sets) and files a fact under the category whose prototypes are nearest (score = mean of the two
@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from deepresearch.errors import DeepResearchError
@@ -268,13 +269,18 @@ LINEAR_UNSURE_MARGIN = 0.05
 _LINEAR_WEIGHTS: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
+def shipped_examples() -> list[tuple[str, str]]:
+    """The labeled (category, claim) examples shipped in models/data/category_examples.json: the
+    dev split's claims of tests/data/extraction_labels.jsonl (held-out and fresh are measured on)."""
+    data = json.loads((Path(__file__).parent / "data" / "category_examples.json").read_text(encoding="utf-8"))
+    return [(category, text) for category, text in data["examples"]]
+
+
 def training_set(extra: list[tuple[str, str]] | None = None) -> tuple[list[str], list[int]]:
     """Texts and category indexes the classifier learns from: the prototypes and the labeled
     (category, text) examples (default: the shipped ones)."""
-    from deepresearch.models.category_examples import EXAMPLES
-
     pairs = [(c, text) for c in CATEGORIES for text in PROTOTYPES[c]]
-    pairs += EXAMPLES if extra is None else extra
+    pairs += shipped_examples() if extra is None else extra
     return [t for _, t in pairs], [CATEGORIES.index(c) for c, _ in pairs]
 
 
@@ -320,7 +326,7 @@ class LinearCategorizer:
     ):
         self.embedder = embedder
         self.margin = margin
-        self.examples = examples  # None: the shipped examples (models/category_examples.py)
+        self.examples = examples  # None: the shipped examples (models/data/category_examples.json)
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray]:
