@@ -213,7 +213,28 @@ class RuleCategorizer:
 _PROTOTYPE_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
-class PrototypeCategorizer:
+class _EmbeddingCategorizer:
+    """What the embedding categorizers share: the best-scoring category per text, the shorter-lived
+    of the best two when they are within `margin`; CJK text by cue words (the examples are
+    English, and so is MiniLM). Subclasses give `scores`."""
+
+    margin: float
+
+    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+        raise NotImplementedError
+
+    def categorize(self, texts: list[str]) -> list[str]:
+        """One category per text, in order."""
+        latin = [t for t in texts if not has_cjk(t)]
+        chosen = iter([self.choose(s) for s in self.scores(latin)])
+        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
+
+    def choose(self, scores: dict[str, float]) -> str:
+        """The best category; within `margin` of the runner-up, the shorter-lived of the two."""
+        return choose_or_shorter_lived(scores, self.margin)
+
+
+class PrototypeCategorizer(_EmbeddingCategorizer):
     """Nearest category prototypes in embedding space; unsure → the shorter-lived of the best two."""
 
     name = "prototype"
@@ -245,16 +266,6 @@ class PrototypeCategorizer:
             sims = np.sort(vectors @ protos.T, axis=1)[:, -2:]
             per_category[category] = sims.mean(axis=1)
         return [{c: float(per_category[c][i]) for c in CATEGORIES} for i in range(len(texts))]
-
-    def categorize(self, texts: list[str]) -> list[str]:
-        """Nearest prototype; CJK text by cue words (the prototypes are English, MiniLM too)."""
-        latin = [t for t in texts if not has_cjk(t)]
-        chosen = iter([self.choose(s) for s in self.scores(latin)])
-        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
-
-    def choose(self, scores: dict[str, float]) -> str:
-        """The best category; within `margin` of the runner-up, the shorter-lived of the two."""
-        return choose_or_shorter_lived(scores, self.margin)
 
 
 # --- a linear classifier over labeled claims (the default) ----------------------------------
@@ -314,7 +325,7 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-class LinearCategorizer:
+class LinearCategorizer(_EmbeddingCategorizer):
     """Softmax regression on the embeddings, fitted (once per embedder and process, ~0.1 s) on the
     category prototypes and the dev claims of the labeled set; unsure → the shorter-lived of the
     best two."""
@@ -350,15 +361,9 @@ class LinearCategorizer:
         p = softmax(self.embedder.embed_batch(texts) @ weights + bias)
         return [{c: float(p[i, j]) for j, c in enumerate(CATEGORIES)} for i in range(len(texts))]
 
-    def categorize(self, texts: list[str]) -> list[str]:
-        """The most probable category; CJK text by cue words (English examples, MiniLM)."""
-        latin = [t for t in texts if not has_cjk(t)]
-        chosen = iter([self.choose(p) for p in self.probabilities(latin)])
-        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
-
-    def choose(self, probabilities: dict[str, float]) -> str:
-        """The most probable category; within `margin` of the runner-up, the shorter-lived of the two."""
-        return choose_or_shorter_lived(probabilities, self.margin)
+    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+        """The classifier's scores are its probabilities."""
+        return self.probabilities(texts)
 
 
 def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
