@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
@@ -21,6 +21,9 @@ from deepresearch.cli.common import (
     warn,
     with_options,
 )
+
+if TYPE_CHECKING:
+    from deepresearch.search.corpus import Corpus
 
 app = typer.Typer(help="Ingest and search local documents (the offline search corpus).", no_args_is_help=True)
 cache_app = typer.Typer(help="Inspect or clear the short-term search cache.", no_args_is_help=True)
@@ -170,13 +173,18 @@ def embed(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
         typer.echo(f"embedded {embedded} chunks" + (f"; {pending} still without a vector" if pending else ""))
 
 
-@app.command("status")
-def corpus_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Show corpus size, unfinished ingests and how many chunks wait for their vector."""
+def _read_corpus(ctx: typer.Context) -> Corpus:
+    """The workspace corpus for commands that only read it (no embedder, no search backend)."""
     from deepresearch.search.corpus import Corpus
 
     ws = open_corpus_workspace(ctx)
-    info = Corpus(ws.db, None, ws.config.search.corpus).status()
+    return Corpus(ws.db, None, ws.config.search.corpus)
+
+
+@app.command("status")
+def corpus_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show corpus size, unfinished ingests and how many chunks wait for their vector."""
+    info = _read_corpus(ctx).status()
     if as_json:
         echo_json(info)
         return
@@ -198,10 +206,7 @@ def corpus_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
 @app.command("list")
 def list_sources(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List ingested files with their document and chunk counts."""
-    from deepresearch.search.corpus import Corpus
-
-    ws = open_corpus_workspace(ctx)
-    sources = Corpus(ws.db, None, ws.config.search.corpus).sources()
+    sources = _read_corpus(ctx).sources()
     if as_json:
         echo_json(sources)
         return

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import ModelError, ModelNotFound
-from deepresearch.files import not_private, stat_record
+from deepresearch.files import file_sha256, not_private, stat_record
 
 if TYPE_CHECKING:
     from deepresearch.config import LLMConfig
@@ -235,15 +235,6 @@ def _atomic_write(path: Path, payload: bytes) -> None:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks (≈2 GB/s here with SHA-NI)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _copy_parts(model: SplitModel, parts: list[Path], out: Any) -> None:

@@ -16,7 +16,6 @@ next `corpus add` finishes it.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import logging
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from deepresearch.db import database_failure, transaction
 from deepresearch.errors import DeepResearchError, InputError, NotFound
 from deepresearch.facts import text_hash
+from deepresearch.files import file_sha256
 from deepresearch.search.chunking import chunk_text, iter_chunks
 from deepresearch.search.corpus_index import ChunkVectors, VectorFiller, VectorProgress
 from deepresearch.search.readers import (
@@ -117,14 +117,6 @@ class _Run:
 def fts_text(text: str) -> str:
     """Text as indexed by FTS5: CJK runs become overlapping bigrams so 芯片 matches inside 芯片销量."""
     return " ".join(words(text)) if has_cjk(text) else text
-
-
-def _file_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CorpusWriter:
@@ -229,7 +221,7 @@ class CorpusWriter:
         tabular = is_table(path)
         spec_json = json.dumps(spec.__dict__ if tabular else {}, sort_keys=True)
         try:
-            file_hash = _file_hash(path)
+            file_hash = file_sha256(path)
         except PermissionError:
             raise InputError(f"{path}: permission denied — make the file readable (chmod u+r) or skip it") from None
         source, report = self._source(path), run.report
