@@ -262,3 +262,40 @@ def test_a_second_read_naming_the_entity_it_looked_up_has_not_answered(workspace
     result, _, state = _hop_run(workspace, fake_embedder, hop, first="Brunswick County", second="Mara Quell")
     assert state.short_answer["hop"]["second_read"] == "Mara Quell"
     assert result.short_answer == state.short_answer["hop"]["first_read"] == "Brunswick County"
+
+
+def _chain_state() -> ResearchState:
+    """A three-hop question's pool: the song (named by the question) names its band, whose passage
+    names the city the answer is about; two passages name none of them."""
+    from deepresearch.research.state import Sentence
+
+    texts = [
+        ("Brother (Pearl Jam song)", "Brother is a song by the American rock band Pearl Jam, released in 2009."),
+        ("Seattle", "Seattle receives an average of 6.8 inches of snow a year."),
+        ("Boston", "Boston receives an average of 43.8 inches of snow a year."),
+        ("Pearl Jam", "Pearl Jam is a rock band formed in Seattle, Washington, in 1990."),
+        ("Riemann integral", "The Riemann integral was the first rigorous definition of the integral."),
+    ]
+    question = "What is the average snowfall in the city where the performers of Brother were formed?"
+    state = ResearchState("r", question, RunOptions())
+    for i, (title, text) in enumerate(texts, 1):
+        sentence = Sentence(text, 0.5 - i / 100, 0.5 - i / 100)
+        state.sources.append(Source(f"S{i}", f"file:///c/{i}", title, text, question, 0, rank=i, sentences=[sentence]))
+        state.retrievals.append([f"S{i}", question, i])
+    return state
+
+
+def test_a_chain_cites_its_middle_passage_and_not_the_passages_it_never_names():
+    from deepresearch.research.reader import CHAIN_LINKS, linked_passages, supporting_passages
+
+    state = _chain_state()
+    found = {"text": "6.8 inches", "sids": ["S2"], "method": "reader"}
+    cited = supporting_passages(state, found, ["S1", "S2", "S3"])
+    # S1 the question names; S2 the answer; S4 (Pearl Jam) named by S1, names S2's Seattle.
+    assert cited[:2] == ["S2", "S1"] and "S4" in cited, cited
+    assert "S3" not in cited and "S5" not in cited  # Boston and the integral link to nothing cited
+    assert linked_passages(state, ["S5"]) == []
+    many = [f"S{i}" for i in range(10, 10 + CHAIN_LINKS + 3)]
+    for sid in many:  # a title every passage names cites at most CHAIN_LINKS of them
+        state.sources.append(Source(sid, f"file:///c/{sid}", "Other", "A page that names Seattle.", "q", 1))
+    assert len(linked_passages(state, ["S2"])) == CHAIN_LINKS

@@ -26,6 +26,7 @@ from deepresearch.research.evidence import (
     cited_passages,
     index_sources,
     key_weights,
+    ranked_pool,
     sentence_score,
 )
 from deepresearch.research.model_io import ask
@@ -395,8 +396,10 @@ def hop_read(
 
 
 def supporting_passages(state: ResearchState, found: dict[str, Any], passages: list[str]) -> list[str]:
-    """The passages the report cites: the answer's, the hops that led to them, and those with a
-    sentence that states a part of the question (or whose subject the question names)."""
+    """The passages the report cites: the answer's and the hops that led to them, those the
+    question names or one of whose sentences states most of it, and the retrieved passages linked
+    by name to one of these (the middle of a chain: a song's passage names its band, whose
+    passage names the city the question asks about)."""
     by_sid = state.source_by_sid()
     keep = [sid for sid in found.get("sids", []) if sid in by_sid]
     for sid in list(keep):
@@ -409,12 +412,31 @@ def supporting_passages(state: ResearchState, found: dict[str, Any], passages: l
         keep += [sid for _, sid in best_sentences(state, passages, 2)]
     weights = key_weights(state)  # once for the run's passages, not once per passage
     keep += [sid for sid in passages if states_part_of_question(state, sid, weights)]
-    return list(dict.fromkeys(keep))
+    keep = list(dict.fromkeys(keep))
+    return keep + linked_passages(state, keep)
 
 
-# Chosen on HotpotQA/MuSiQue questions 0–39 (no model): 0.3 keeps support recall nearest one
-# search's with citation precision above 0.5 (0.5 cited fewer passages: recall 0.78/0.62).
-PART_OF_QUESTION = 0.3
+# Chosen on HotpotQA/MuSiQue questions 0–39 with the Qwen reader (docs/BENCHMARKS.md, session 13):
+# with the links below, 0.6 cites as many supporting passages as 0.3 did and fewer others
+# (MuSiQue support recall 0.677 → 0.725, precision 0.574 → 0.628; HotpotQA 0.875 → 0.900, 0.567 → 0.587).
+PART_OF_QUESTION = 0.6
+CHAIN_LINKS = 3  # linked passages cited at most (a title every passage names must not cite them all)
+
+
+def linked_passages(state: ResearchState, cited: list[str]) -> list[str]:
+    """Retrieved passages not in `cited` that one of the cited passages names by title, or that
+    name a cited passage's title, best-ranked first, at most CHAIN_LINKS."""
+    by_sid = state.source_by_sid()
+    heads = {sid: re.split(r"[,(]", by_sid[sid].title, maxsplit=1)[0].strip() for sid in by_sid}
+    texts = {sid: normalize_answer(f"{by_sid[sid].title}. {by_sid[sid].text}") for sid in by_sid}
+
+    def names(sid: str, other: str) -> bool:
+        head = normalize_answer(heads[other])
+        return len(head) > 2 and f" {head} " in f" {texts[sid]} "
+
+    ranked = [sid for sid, _ in ranked_pool(state) if sid not in cited]
+    linked = [sid for sid in ranked if any(names(c, sid) or names(sid, c) for c in cited)]
+    return linked[:CHAIN_LINKS]
 
 
 def states_part_of_question(state: ResearchState, sid: str, weights: dict[str, float] | None = None) -> bool:
