@@ -286,7 +286,8 @@ def _chain_state() -> ResearchState:
 
 
 def test_a_chain_cites_its_middle_passage_and_not_the_passages_it_never_names():
-    from deepresearch.research.reader import CHAIN_LINKS, linked_passages, supporting_passages
+    from deepresearch.research.reader import CHAIN_LINKS, linked_passages, most_of_question, supporting_passages
+    from deepresearch.research.state import Sentence
 
     state = _chain_state()
     found = {"text": "6.8 inches", "sids": ["S2"], "method": "reader"}
@@ -295,6 +296,13 @@ def test_a_chain_cites_its_middle_passage_and_not_the_passages_it_never_names():
     assert cited[:2] == ["S2", "S1"] and "S4" in cited, cited
     assert "S3" not in cited and "S5" not in cited  # Boston and the integral link to nothing cited
     assert linked_passages(state, ["S5"]) == []
+    assert most_of_question(state, ["S1", "S2", "S3", "S4", "S5"]) == []  # none states 0.3 of the question
+    stated = "The performers of Brother formed in a city whose average snowfall is 6.8 inches."
+    for sid in ("S6", "S7"):  # the passage stating most of the question is cited (both on a tie)
+        state.sources.append(
+            Source(sid, f"file:///c/{sid}", "Notes", stated, "q", 1, sentences=[Sentence(stated, 0, 0)])
+        )
+    assert most_of_question(state, ["S5", "S6", "S7"]) == ["S6", "S7"]
     many = [f"S{i}" for i in range(10, 10 + CHAIN_LINKS + 3)]
     for sid in many:  # a title every passage names cites at most CHAIN_LINKS of them
         state.sources.append(Source(sid, f"file:///c/{sid}", "Other", "A page that names Seattle.", "q", 1))

@@ -397,9 +397,9 @@ def hop_read(
 
 def supporting_passages(state: ResearchState, found: dict[str, Any], passages: list[str]) -> list[str]:
     """The passages the report cites: the answer's and the hops that led to them, those the
-    question names or one of whose sentences states most of it, and the retrieved passages linked
-    by name to one of these (the middle of a chain: a song's passage names its band, whose
-    passage names the city the question asks about)."""
+    question names, the one whose sentence states most of the question, and the retrieved
+    passages linked by name to one of these (the middle of a chain: a song's passage names its
+    band, whose passage names the city the question asks about)."""
     by_sid = state.source_by_sid()
     keep = [sid for sid in found.get("sids", []) if sid in by_sid]
     for sid in list(keep):
@@ -410,16 +410,16 @@ def supporting_passages(state: ResearchState, found: dict[str, Any], passages: l
     if not found.get("text"):  # abstained: the passages of the closest sentences the Answer shows
         keep += [found["closest"][1]] if found.get("closest") else []
         keep += [sid for _, sid in best_sentences(state, passages, 2)]
-    weights = key_weights(state)  # once for the run's passages, not once per passage
-    keep += [sid for sid in passages if states_part_of_question(state, sid, weights)]
+    keep += [sid for sid in passages if named_by_question(state, sid)]
+    keep += most_of_question(state, passages)
     keep = list(dict.fromkeys(keep))
     return keep + linked_passages(state, keep)
 
 
-# Chosen on HotpotQA/MuSiQue questions 0–39 with the Qwen reader (docs/BENCHMARKS.md, session 13):
-# with the links below, 0.6 cites as many supporting passages as 0.3 did and fewer others
-# (MuSiQue support recall 0.677 → 0.725, precision 0.574 → 0.628; HotpotQA 0.875 → 0.900, 0.567 → 0.587).
-PART_OF_QUESTION = 0.6
+# Chosen on HotpotQA/MuSiQue questions 0–39 and 40–55 with the Qwen reader (docs/BENCHMARKS.md,
+# session 13): every passage stating 0.3 of the question cited 3–4 passages for 2–3 supporting
+# ones; the best one alone, with the chain links, cites as many supporting passages and fewer others.
+PART_OF_QUESTION = 0.3
 CHAIN_LINKS = 3  # linked passages cited at most (a title every passage names must not cite them all)
 
 
@@ -427,7 +427,7 @@ def linked_passages(state: ResearchState, cited: list[str]) -> list[str]:
     """Retrieved passages not in `cited` that one of the cited passages names by title, or that
     name a cited passage's title, best-ranked first, at most CHAIN_LINKS."""
     by_sid = state.source_by_sid()
-    heads = {sid: re.split(r"[,(]", by_sid[sid].title, maxsplit=1)[0].strip() for sid in by_sid}
+    heads = {sid: name_of(by_sid[sid].title) for sid in by_sid}
     texts = {sid: normalize_answer(f"{by_sid[sid].title}. {by_sid[sid].text}") for sid in by_sid}
 
     def names(sid: str, other: str) -> bool:
@@ -439,17 +439,32 @@ def linked_passages(state: ResearchState, cited: list[str]) -> list[str]:
     return linked[:CHAIN_LINKS]
 
 
-def states_part_of_question(state: ResearchState, sid: str, weights: dict[str, float] | None = None) -> bool:
-    """A passage whose title the question names, or one of whose sentences states at least
-    PART_OF_QUESTION of the question's key words (weighted by rarity)."""
-    source = state.source_by_sid()[sid]
-    head = re.split(r"[,(]", source.title, maxsplit=1)[0].strip()
-    if len(head) > 2 and states(head, state.topic):
-        return True
-    weights = key_weights(state) if weights is None else weights
+def name_of(title: str) -> str:
+    """The name part of a title: "Laie, Hawaii" → "Laie", "Eddie Irvine (driver)" → "Eddie Irvine"."""
+    return re.split(r"[,(]", title, maxsplit=1)[0].strip()
+
+
+def named_by_question(state: ResearchState, sid: str) -> bool:
+    """A passage whose title (its name part) the question names."""
+    head = name_of(state.source_by_sid()[sid].title)
+    return len(head) > 2 and states(head, state.topic)
+
+
+def most_of_question(state: ResearchState, passages: list[str]) -> list[str]:
+    """The passage with the sentence that states the largest share of the question's key words
+    (weighted by rarity; all of them on a tie), when that share is at least PART_OF_QUESTION."""
+    weights = key_weights(state)
     total = sum(weights.values())
-    if not total:
-        return False
-    return any(
-        sum(w for k, w in weights.items() if k in stems(x.text)) / total >= PART_OF_QUESTION for x in source.sentences
-    )
+    if not total or not passages:
+        return []
+    by_sid = state.source_by_sid()
+
+    def share(sid: str) -> float:
+        return max(
+            (sum(w for k, w in weights.items() if k in stems(x.text)) / total for x in by_sid[sid].sentences),
+            default=0.0,
+        )
+
+    shares = {sid: share(sid) for sid in passages}
+    best = max(shares.values())
+    return [sid for sid in passages if shares[sid] >= max(best, PART_OF_QUESTION) - 1e-9]
