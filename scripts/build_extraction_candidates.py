@@ -6,7 +6,8 @@
         --sqlite-doc /tmp/facts-doc/usr/share/doc/sqlite3
 
 Three corpora of different kinds, each split into a dev part (looked at while designing the
-rules) and a held-out part (labeled before any tuning, never looked at for it):
+rules), a held-out part (labeled before any tuning), a fresh part (labeled blind in session 12)
+and a blind2 part (labeled and committed in session 13 before that session's rules ran on it):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -47,19 +48,24 @@ SQLITE_PAGES = {
     "heldout": ["atomiccommit.html", "datatype3.html", "whentouse.html", "quirks.html"],
     # session 12: labeled before the session's rules ran on it (one chunk, half-way in, per page)
     "fresh": ["lockingv3.html", "howtocorrupt.html", "tempfiles.html", "foreignkeys.html"],
+    # session 13: labeled (and committed) before that session's rules ran on it
+    "blind2": ["queryplanner.html", "sharedcache.html", "limits.html", "autoinc.html", "inmemorydb.html"],
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
-HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65), "fresh": range(90, 93)}
-SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2}
+HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65), "fresh": range(90, 93), "blind2": range(40, 44)}
+SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2}
+# Where each split's SciFact abstracts start, as a share of the file.
+SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25}
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
     """Abstracts long enough to be cut into two or more chunks; dev from the start of the file,
-    held-out from its second half, fresh from its last quarter."""
+    held-out from its second half, fresh from its last quarter, blind2 from its second quarter."""
     docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     out: list[dict[str, Any]] = []
-    for split, start in (("dev", 0), ("heldout", len(docs) // 2), ("fresh", 3 * len(docs) // 4)):
+    for split, share in SCIFACT_START.items():
+        start = int(share * len(docs))
         picked = [d for d in docs[start:] if len(d["text"].split()) > 230][: SCIFACT_DOCS[split]]
         for doc in picked:
             for i, chunk in enumerate(chunk_text(doc["text"], 180, 30)):
@@ -90,7 +96,7 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
             chunks = chunk_text(text, 180, 30)
             if page == "pragma.html":
                 picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
-            elif split == "fresh":
+            elif split in ("fresh", "blind2"):
                 picks = [len(chunks) // 2]
             else:
                 picks = [len(chunks) // 3, 2 * len(chunks) // 3]
