@@ -48,8 +48,13 @@ from deepresearch.text import stem as _stem  # noqa: E402
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 FLAGS = ("standalone", "claim", "complete")
 # dev: looked at while designing; heldout: labeled blind in session 11 (its failures read since);
-# fresh: labeled blind in session 12 before that session's rules ran on it.
-SPLITS = ("dev", "heldout", "fresh")
+# fresh: labeled blind in session 12 before that session's rules ran on it (its failures read in
+# session 13); blind2: labeled and committed in session 13 before that session's rules ran on it.
+SPLITS = ("dev", "heldout", "fresh", "blind2")
+# "main": the extraction as merged before session 13 (session 12's rules and classifier), run from
+# this commit's package in a subprocess, so the new rules are compared with it in the same run.
+MAIN_COMMIT = "8c212ff"
+EXTRACTORS = ("baseline", "main", "new")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -77,8 +82,46 @@ def match(fact: str, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
     return best if best_share >= 0.85 else None
 
 
+_MAIN_RUNNER = """
+import json, sys, time
+from deepresearch.models import extract
+from deepresearch.models.categorize import default_categorizer
+sources, max_facts = json.load(sys.stdin), int(sys.argv[1])
+default_categorizer().categorize(["A warm-up sentence."])
+out = {}
+for s in sources:
+    start = time.perf_counter()
+    result = extract.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"])
+    out[s["id"]] = {"facts": [[f.fact, f.category] for f in result.facts], "seconds": time.perf_counter() - start}
+print(json.dumps(out))
+"""
+
+
+def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_COMMIT) -> dict[str, Any]:
+    """Stored facts per source of the extraction as of `commit` (its package from git, in a subprocess)."""
+    import subprocess
+    import tempfile
+    from types import SimpleNamespace
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", commit, "deepresearch"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _MAIN_RUNNER, str(max_facts)], input=json.dumps(sources), capture_output=True,
+            text=True, check=True, cwd=tmp, env={**__import__("os").environ, "PYTHONPATH": tmp},
+        )  # fmt: skip
+    runs = json.loads(done.stdout)
+    return {
+        sid: {"facts": [SimpleNamespace(fact=f, category=c) for f, c in run["facts"]], "seconds": run["seconds"]}
+        for sid, run in runs.items()
+    }
+
+
 def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
     """Stored facts per source (with seconds) for one extractor."""
+    if name == "main":
+        return run_main(sources, max_facts)
     if name == "baseline":
         import extraction_baseline as module
 
@@ -295,7 +338,7 @@ def _fmt(value: Any) -> str:
 def labeled_main(args: argparse.Namespace) -> None:
     sources = load_jsonl(args.sources)
     labels = load_jsonl(args.labels)
-    runs = {name: run_extractor(name, sources, args.max_facts) for name in ("baseline", "new")}
+    runs = {name: run_extractor(name, sources, args.max_facts) for name in EXTRACTORS}
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
