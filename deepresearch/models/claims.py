@@ -112,6 +112,33 @@ def is_whole(sentence: str) -> bool:
     return starts_like_sentence(sentence) and ends_like_sentence(sentence) and balanced(sentence)
 
 
+# Words a sentence commonly opens with. In a window of words (a corpus chunk), a first sentence that opens
+# instead with a word in capitals or an identifier — a keyword: "TEMP database file is …", "SQL and getting
+# back …" — mostly starts mid-sentence: of the 780 chunk starts of 200 SQLite pages (cut by the corpus code,
+# 180/30 words) that look like sentence starts, 465 open so and 86 % of those are cut mid-sentence; of the 172
+# that open with one of these words 92 % are true starts; of the 143 that open with another capitalized word
+# ("Alterations of …", "Edward Stafford …") 48 % are (a coin flip: kept). docs/BENCHMARKS.md, session 13.
+_SENTENCE_OPENER = re.compile(
+    r"^(?:The|A|An|In|If|When|This|These|That|Those|It|For|Each|Every|All|Some|Most|Many|No|There|As|On|At|By|"
+    r"To|With|Without|After|Before|Since|Because|Although|While|Once|Unless|Until|Only|One|Two|However|But|And|"
+    r"Also|Note|Any|Such|Other|Its|Their|We|You|Our|Your|Both|Either|Neither|From|Of|Under|During|Within|"
+    r"Instead|Thus|Hence|So|Then|Even|Where|Whether|What|Which|Who|How|Why|Here|Suppose|Consider|Use|See)\b"
+)
+
+
+def window_start_doubtful(sentences: list[str]) -> bool:
+    """The passage is a window of words (its last sentence is cut) and its first sentence opens with a
+    word in capitals or an identifier ("TEMP database file is …"), not as sentences commonly do nor with
+    an abstract's section heading: it probably starts mid-sentence."""
+    if len(sentences) < 2 or ends_like_sentence(sentences[-1]):
+        return False
+    first = sentences[0].lstrip(_OPENERS + " ")
+    word = first.split()[0] if first.split() else ""
+    if _SENTENCE_OPENER.match(first) or section_heading(first) or (word[:1].isupper() and not word.isupper()):
+        return False
+    return True
+
+
 # "… founded by E. W. Scripps": an initial after any word, when the next piece opens with another one.
 _LONE_INITIAL_END = re.compile(r"\s[A-Z]\.$")
 _INITIAL_START = re.compile(r"^[A-Z]\.(?:\s|$)")
@@ -133,6 +160,18 @@ def join_initials(sentences: list[str]) -> list[str]:
 
 # --- claims -------------------------------------------------------------------------------
 
+_IMPERATIVE = (
+    r"(?:Obtain|Write|Flush|Wait|Query|Change|Open|Close|Delete|Remove|Create|Drop|Check|Verify|Read|Compile|"
+    r"Configure|Specify|Select|Insert|Update|Replace|Copy|Move|Start|Stop|Restart|Look|Keep|Give|Get|Put|Make|Take|"
+    r"Send|Save|Load|Build|Define|Pass|Invoke|Execute|Apply|Enable|Disable|Modify|Rename|Store|Acquire|Release|"
+    r"Lock|Unlock|Download|Upgrade|Increase|Decrease|Reduce|Limit|Allocate|Free|Return|Repeat|Continue|Begin|"
+    r"Commit|Roll back|Sync|Truncate|Attach|Detach|Compute|Calculate|Measure|Find|Print|Edit|Mix|Add|Place|Combine|"
+    r"Insert|Connect|Disconnect|Mount|Unmount|Register|Sign|Log|Follow|Read|Test|Invalidate|Clear|Reset)"
+)
+_OBJECT_START = (
+    r"(?:a|an|the|all|any|each|every|this|that|these|those|it|them|your|its|their|some|one|two|three|"
+    r"on|to|up|out|off|for|until|from|into|with|back|down)\b"
+)
 _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     (
         "a pointer to other text",
@@ -149,7 +188,7 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
         re.compile(
             r"^(?i:(?:presumably|perhaps|maybe|probably|possibly|hopefully|yes|of course|obviously|clearly|"
             r"arguably|surely|certainly|frankly|honestly|in my (?:opinion|view|experience))\b|no,)|"
-            r"\b(?:I|I'm|I've|I'd)\b|\b(?i:my|me|we believe|we think|we feel|we hope|seems? to)\b"
+            r"\b(?:I|I'm|I've|I'd)\b|^My\b|\b(?:my|me)\b|\b(?i:we believe|we think|we feel|we hope|seems? to)\b"
         ),
     ),
     (
@@ -158,9 +197,15 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
             # also the main clause of a condition: "If …, then use a client/server database engine."
             r"^(?:(?:if|when|unless|whenever)\b[^,]*,\s*(?:then\s+)?)?"
             r"(?:use|avoid|choose|consider|make sure|ensure|remember|try|do not|don't|never|always|please|"
-            r"run|set|call|add|install|click|type|enter|let us|let's)\b",
+            r"run|set|call|add|install|click|type|enter|let us|let's)\b(?!\s+of\b)",
             re.IGNORECASE,
         ),
+    ),
+    # A step of a procedure: "Obtain an EXCLUSIVE lock …", "Flush all changes to the disk.", "Query or change
+    # the setting …" — a base-form verb followed by an object's determiner (not "Check constraints are …").
+    (
+        "an instruction, not a claim",
+        re.compile(rf"^{_IMPERATIVE}(?:\s+(?:or|and)\s+{_IMPERATIVE})?\s+{_OBJECT_START}", re.IGNORECASE),
     ),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
     # ("As an optimization, SQLite can …" has its main clause after the comma).
@@ -234,7 +279,8 @@ def method_sections(sentences: list[str]) -> list[bool]:
 
 
 _STRIP_PREFIX = re.compile(
-    r"^(?:(?i:note that\s+|(?:however|moreover|furthermore|in addition|additionally|"
+    r"^(?:(?i:note (?:also )?that\s+|(?:and|but),?\s+(?=[A-Za-z])(?!(?i:also|then|so|thus|even|on the other|in (?:that|this)|"
+    r"for (?:this|that)|if so|not)\b)|(?:however|moreover|furthermore|in addition|additionally|"
     r"also|notably|indeed|importantly|interestingly|in particular|in general|today|currently),\s+))",
 )
 _REFERS_BACK = re.compile(
@@ -256,7 +302,17 @@ _REFERS_BACK_INSIDE = re.compile(
     # "the publication's first editor", "a similar range" (similar to what?), "were then treated"
     r"\b(?-i:the [a-z]+['’]s)\s|\ba similar \w+\b(?!\s+to\b)|\b(?:is|are|was|were|had|has|have) then\b|"
     # "the few studies", "the remaining patients": a subset of something named before
-    r"\bthe (?:few|remaining|aforementioned|above-mentioned|included|selected|enrolled) (?-i:[a-z])",
+    r"\bthe (?:few|remaining|aforementioned|above-mentioned|included|selected|enrolled) (?-i:[a-z])|"
+    # "SQLite accepts both of the above.", "… using the algorithm of steps 1-3 above."
+    r"\bthe above\b|\b(?:above|below)[.)]*$|"
+    # a variable of an earlier example: "on a different database connection Y", "until the X transaction commits"
+    r"\b(?:the\s+(?:[a-z]+\s+){0,2}|(?:in|on|from|to|by|with|until)\s+)(?-i:[BD-HJ-Z])\b(?![.'’\-&])|"
+    # "We call this …", "the examples presented so far"
+    r"\bcall (?:this|that|these|those|it|them)\b|"
+    r"\b(?:presented|shown|described|discussed|seen|given|mentioned|listed) (?:so far|earlier|previously)\b|"
+    # a pronoun as the subject of a leading subordinate clause: "Whether it is associated with …"
+    r"^(?:whether|if|when|whenever|because|although|though|while|since|once|unless|until|after|before)\s+"
+    r"(?:it|its|they|their|he|his|she|her|them)\b",
     re.IGNORECASE,
 )
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
@@ -349,6 +405,9 @@ _VERB_WORD = re.compile(
     r"includes?|included|contains?|contained|shows?|showed|becomes?|became|remains?|returns?|changes?|"
     r"[a-z]{3,}ed)$"  # a past tense: "The initial search yielded …"
 )
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
+# "The project's name comes from …": whose project?
+_LEADING_POSSESSIVE = re.compile(r"^The (?:[a-z]+ )?[a-z]+['’]s\s")
 # "The sender gathers …": a present tense right after a one-word singular subject.
 _PRESENT_AFTER_NOUN = re.compile(r"^The [a-z]+(?<!s) [a-z]{2,}(?<![su]s)s\b")
 
@@ -357,10 +416,11 @@ def definite_reference(sentence: str) -> bool:
     """A subject like "The default strategy …", "The second form …" or "The sender gathers …":
     "The" and common nouns only up to the verb — something the source named before (a name in
     the subject makes it definite)."""
+    sentence = _PARENTHETICAL.sub("", sentence)  # "The first (query) form will return …"
     words = sentence.split()
     if not words or words[0] != "The" or len(words) < 3 or not words[1][:1].islower():
         return False
-    if _PRESENT_AFTER_NOUN.match(sentence):
+    if _PRESENT_AFTER_NOUN.match(sentence) or _LEADING_POSSESSIVE.match(sentence):
         return True
     for word in words[1:7]:
         if _VERB_WORD.match(word):
@@ -368,6 +428,24 @@ def definite_reference(sentence: str) -> bool:
         if not word[:1].islower() or not word.isalpha():
             return False
     return False
+
+
+# "Starring Rajendra Prasad, Maheswari in the lead roles and music composed by M. M. Srilekha.": a phrase
+# opening with a participle has no main clause unless a finite verb or ", <subject> <verb>s/-ed" follows.
+_PARTICIPLE_OPENER = re.compile(
+    r"^(?:Starring|Co-starring|Featuring|Including|Excluding|[A-Z][a-z]+(?:ed|en) by|Along with|Together with)\b"
+)
+_FINITE = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|does|do|did|can|could|will|would|may|might|must|shall|should)\b"
+)
+_MAIN_CLAUSE = re.compile(r",\s+(?:the|a|an|it|he|she|they|this|[A-Z][\w'’\-]*)\s+(?:[a-z]+\s+)?[a-z]+(?:s|ed)\b")
+
+
+def verbless_fragment(sentence: str) -> bool:
+    """A participial phrase without a main clause ("Starring …", "Directed by …, and music by …")."""
+    return bool(
+        _PARTICIPLE_OPENER.match(sentence) and not _FINITE.search(sentence) and not _MAIN_CLAUSE.search(sentence)
+    )
 
 
 def standalone_problem(sentence: str) -> str | None:
@@ -382,6 +460,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "refers to something the source named before"
     if _METHOD.search(sentence):
         return "describes the source's own method, not a claim about the world"
+    if verbless_fragment(sentence):
+        return "a phrase without a main verb"
     return None
 
 
@@ -423,10 +503,13 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
+    doubtful_start = window_start_doubtful(sentences)
     for sentence, in_methods in zip(sentences, method_sections(sentences), strict=True):
         stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
+        if problem is None and doubtful_start and not out:
+            problem = "cut: the passage is a window of words and this probably starts mid-sentence"
         problem = problem or claim_problem(stripped)
         resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
         if problem is None and resolved is None:
