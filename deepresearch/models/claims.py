@@ -216,7 +216,7 @@ _CODE = re.compile(
     r"sqlite3_int64|sqlite3)\s+\*?\w+\s*\(|\w\s*\(\s*(?:const\s+)?\w+\s*\*|\b\w+\s*=\s*\w+\s*[|;,]",
     re.IGNORECASE,
 )
-_SYMBOLS = re.compile(r"[=<>|{}\[\]();*/\\#$@~^`]")
+_SYMBOLS = re.compile(r"[=<>|{}\[(;*/\\#$@~^`]")  # a bracket pair counts once: "(relative risk [RR] 3.5)"
 
 
 def claim_problem(sentence: str) -> str | None:
@@ -307,6 +307,8 @@ _REFERS_BACK_INSIDE = re.compile(
     r"\bthe above\b|\b(?:above|below)[.)]*$|"
     # a variable of an earlier example: "on a different database connection Y", "until the X transaction commits"
     r"\b(?:the\s+(?:[a-z]+\s+){0,2}|(?:in|on|from|to|by|with|until)\s+)(?-i:[BD-HJ-Z])\b(?![.'’\-&])|"
+    # a participant of an earlier example: "the writer will not commit right away", "If the answer is "yes" …"
+    r"\bthe (?:writer|reader|server|client|sender|receiver|caller|callee|answer)\b(?!\s+(?:operating|side)\b)|"
     # "We call this …", "the examples presented so far"
     r"\bcall (?:this|that|these|those|it|them)\b|"
     r"\b(?:presented|shown|described|discussed|seen|given|mentioned|listed) (?:so far|earlier|previously)\b|"
@@ -317,6 +319,11 @@ _REFERS_BACK_INSIDE = re.compile(
 )
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
+# "Because an SQLite database is a single file, it is often used …": the antecedent opens the sentence.
+_CLAUSE_ANTECEDENT = re.compile(
+    r"^(?:Because|Since|When|Whenever|If|Although|Though|While|As|Once|Unless|After|Before) (?:a|an) [^,]+,\s+"
+    r"(?:it|its|they|their)\s"
+)
 _NAME_RUN = re.compile(r"\b[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|of|de|van|von|ap|the))*\s+[A-Z][\w'’\-]+")
 _METHOD = re.compile(
     r"\bwe (?:report|describe|present|introduce|provide) (?:a|an|the|here)\b|"
@@ -339,6 +346,13 @@ PRONOUN_START = re.compile(
 _MARKUP = re.compile(r"^\s*(?:[#>*\-+•]+|\d+[.)])\s+")
 _PRONOUN = re.compile(r"^(he|she|it|they|his|her|its|their)\b\s*", re.IGNORECASE)
 _POSSESSIVE = {"his", "her", "its", "their"}
+# "It is unclear whether …", "It is known that …": "it" points forward to its clause, not back.
+_EXPLETIVE_IT = re.compile(
+    r"^It (?:is|was|has been|remains|seems|appears) (?:not |now |still |also |widely |generally )?"
+    r"(?:unclear|clear|known|unknown|possible|impossible|likely|unlikely|important|necessary|difficult|easy|"
+    r"uncertain|thought|believed|estimated|reported|recommended|assumed|expected|evident|true|false)\b"
+    r"(?:\s+\w+)?\s+(?:whether|that|to|if|how|why|when|what)\b"
+)
 _SUBJECT_VERB = re.compile(
     r"^((?:[A-Z\"“][\w'’.\-\"”]*\s?)+?)\s*(?:\([^()]*\)\s*|,[^,]*,\s*|\{[^{}]*\}\s*)?"
     r"(?:is|was|are|were|has|had|have|became|remains)\b"
@@ -362,6 +376,9 @@ def passage_subject(sentences: list[str], title: str = "") -> str | None:
     first = sentences[0]
     name = leading_subject(first)
     clean_title = re.sub(r"\s*\([^()]*\)$", "", title).strip()  # "Always (2011 film)" → "Always"
+    # '"Too Good to Last" is a song …': the title, quoted or not, then its verb
+    if clean_title and re.match(rf"^[\"“]?{re.escape(clean_title)}[\"”]?,?\s+(?:is|was|are|were)\b", first):
+        return clean_title
     if clean_title and name:
         title_words = set(clean_title.lower().split())
         if title_words <= set(name.lower().replace('"', " ").split()):
@@ -378,6 +395,8 @@ def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
         return None
     before = sentence[: match.start()]
     if subject and (subject in before or subject.split()[-1] in before.split()):
+        return None
+    if _CLAUSE_ANTECEDENT.match(sentence) and match.start() >= sentence.index(","):
         return None
     if not subject and _NAME_RUN.search(before) and "it" not in match.group(0).lower().split():
         return None
@@ -412,6 +431,13 @@ _LEADING_POSSESSIVE = re.compile(r"^The (?:[a-z]+ )?[a-z]+['’]s\s")
 _PRESENT_AFTER_NOUN = re.compile(r"^The [a-z]+(?<!s) [a-z]{2,}(?<![su]s)s\b")
 
 
+_POST_MODIFIER = {"of", "associated", "created", "necessary", "needed", "required", "used", "produced", "caused"}
+# "The second family of transcripts …", "The same value of …": relative to something named before.
+_RELATIONAL = re.compile(
+    r"\b(?:first|second|third|last|other|same|latter|former|next|previous|following|remaining|new|original|above)\b"
+)
+
+
 def definite_reference(sentence: str) -> bool:
     """A subject like "The default strategy …", "The second form …" or "The sender gathers …":
     "The" and common nouns only up to the verb — something the source named before (a name in
@@ -422,8 +448,11 @@ def definite_reference(sentence: str) -> bool:
         return False
     if _PRESENT_AFTER_NOUN.match(sentence) or _LEADING_POSSESSIVE.match(sentence):
         return True
-    for word in words[1:7]:
-        if _VERB_WORD.match(word):
+    for position, word in enumerate(words[1:7]):
+        # "The act of deleting a file is …", "The tables necessary to do …": the subject says what it is
+        if word in _POST_MODIFIER and not _RELATIONAL.search(" ".join(words[1:7])):
+            return False
+        if position and _VERB_WORD.match(word):  # not "The declared type …"
             return True
         if not word[:1].islower() or not word.isalpha():
             return False
@@ -478,7 +507,7 @@ def _resolve(sentence: str, subject: str | None, previous_about_subject: bool, p
     """`sentence` with its leading pronoun replaced by the subject, or None when not certain
     (no subject, the previous sentence is about something else, or the number disagrees)."""
     match = _PRONOUN.match(sentence)
-    if not match:
+    if not match or _EXPLETIVE_IT.match(sentence):
         return sentence
     word = match.group(1).lower()
     if subject is None or not previous_about_subject or (word in ("they", "their")) != plural:
