@@ -56,7 +56,13 @@ SQLITE_PAGES = {
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
-HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65), "fresh": range(90, 93), "blind2": range(40, 44), "dev2": range(30, 34)}
+HOTPOT_QUESTIONS = {
+    "dev": range(20, 25),
+    "heldout": range(60, 65),
+    "fresh": range(90, 93),
+    "blind2": range(40, 44),
+    "dev2": range(30, 34),
+}
 SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2}
 # Where each split's SciFact abstracts start, as a share of the file.
 SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25, "dev2": 0.125}

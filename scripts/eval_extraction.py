@@ -106,7 +106,9 @@ def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_C
 
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", commit, "deepresearch"], capture_output=True, check=True)
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", commit, "deepresearch"], capture_output=True, check=True
+        )
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
         done = subprocess.run(
             [sys.executable, "-c", _MAIN_RUNNER, str(max_facts)], input=json.dumps(sources), capture_output=True,
@@ -245,7 +247,7 @@ def categorizer_accuracy(
             if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
                 claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
             start = time.perf_counter()
-            if categorizer.name == "linear" and split == "dev":
+            if categorizer.name == "linear" and split in ("dev", "dev2"):
                 chosen = linear_leave_one_out(categorizer, claims)
             else:
                 chosen = categorizer.categorize([r["fact"] for r in claims])

@@ -38,10 +38,23 @@ one sentence fails. The rules, each with the case it handles:
 - a relation to something named before: "For example, …", "The sender gathers …", "the
   publication's …", "a similar range", "were then treated", "the few studies", "Notable
   speakers included …" → dropped;
+- session 13, from the fresh and dev2 splits' failures: a leading possessive ("The project's name
+  …"), a participant of an example ("the writer", "the server", "the answer"), its variables
+  ("connection Y", "the X transaction"), "the above", "… steps 1-3 above.", "We call this …",
+  "presented so far", a comparison without "than" ("Branch coverage is more strict."), "Nor …", a
+  study's arms and samples ("in the placebo group", "In the nine source countries"), a work named
+  before ("on the show", "the first series"), a pronoun subject of a leading clause ("Whether it
+  is …"), a credit line without a verb ("Starring …") → dropped; in a window of words, a first
+  sentence opening on a keyword ("TEMP database file is …") is taken as cut; a journal's title-case
+  abstract headings ("Design, Setting, and Patients", "Results") open sections like capitals do;
+  "And", "But" and "Note also that" are dropped, not the claim; "It is unclear whether …" and an
+  antecedent in the sentence ("Because an SQLite database is …, it …") are not dangling pronouns;
+  a subject that names itself ("The act of deleting a file …") is not a reference;
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
   documentation for details", "for more information", "described below"), hedges and
   opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
-  ("Use …", "Avoid …", also after a condition: "If …, then use …"), "As a …" list items,
+  ("Use …", "Avoid …", also after a condition: "If …, then use …"; a base verb before its object:
+  "Obtain an EXCLUSIVE lock …", "Flush all changes …"), objectives ("To compare …"), "As a …" list items,
   code or syntax (comments, braces, pipes, a C signature, a dense run of symbols), headings,
   table cells and phrases without a verb.
 """
@@ -207,6 +220,8 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
         "an instruction, not a claim",
         re.compile(rf"^{_IMPERATIVE}(?:\s+(?:or|and)\s+{_IMPERATIVE})?\s+{_OBJECT_START}", re.IGNORECASE),
     ),
+    # "To compare the effects of oral semaglutide with placebo …": an objective, not a finding
+    ("an objective, not a claim", re.compile(r"^To [a-z]+\b(?!.*\b(?:is|are|was|were|has|have|had|can|will|must)\b)")),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
     # ("As an optimization, SQLite can …" has its main clause after the comma).
     ("a list item, not a sentence", re.compile(r"^As (?:a|an)\s[^,;]*$")),
@@ -249,12 +264,17 @@ _SECTION = re.compile(
     rf"^(?:({_SECTION_WORD}(?:\s+{_SECTION_WORD}){{0,4}}):?\s+(?=[A-Z\d])|"
     r"(Background|Objectives?|Aims?|Purpose|Context|Introduction|Methods?|Design|Study design|Setting|"
     r"Participants|Patients|Data sources|Study selection|Interventions?|Results?|Findings|Conclusions?|"
-    r"Interpretation):\s+)"
+    r"Interpretation):\s+|"
+    # a journal's title-case headings without a colon, before a capitalized word or a number
+    r"(Importance|Objectives?|Design,? Setting,? and (?:Patients|Participants)|Design and Setting|"
+    r"Setting and Participants|Interventions?|Exposures?|Main Outcomes? and Measures?|Results|"
+    r"Conclusions and Relevance|Evidence Review)\s+(?=[A-Z\d]))"
 )
 # Sections whose sentences describe the study (its sample, measures and procedure), not the world.
 _METHOD_SECTION = re.compile(
-    r"(?:[A-Z ]+ AND )?METHODS?(?: AND [A-Z ]+)?|(?:STUDY )?DESIGN(?: [A-Z ]+)?|SETTINGS?|PARTICIPANTS|PATIENTS|"
-    r"SUBJECTS|INTERVENTIONS?|DATA SOURCES|STUDY SELECTION|DATA EXTRACTION|MAIN OUTCOMES?(?: AND)? MEASURES?"
+    r"(?:[A-Z ]+ AND )?METHODS?(?: AND [A-Z ]+)?|(?:STUDY )?DESIGN(?:[, ]+[A-Z ,]+)?|SETTINGS?(?: AND [A-Z]+)?|"
+    r"PARTICIPANTS|PATIENTS|SUBJECTS|INTERVENTIONS?|EXPOSURES?|DATA SOURCES|STUDY SELECTION|DATA EXTRACTION|"
+    r"MAIN OUTCOMES?(?: AND)? MEASURES?"
 )
 _RESULT_SECTION = re.compile(r"RESULTS?|FINDINGS")
 
@@ -262,7 +282,7 @@ _RESULT_SECTION = re.compile(r"RESULTS?|FINDINGS")
 def section_heading(sentence: str) -> str | None:
     """The structured-abstract heading a sentence opens with ("METHODS AND FINDINGS"), in capitals."""
     match = _SECTION.match(sentence)
-    return (match.group(1) or match.group(2)).upper() if match else None
+    return (match.group(1) or match.group(2) or match.group(3)).upper() if match else None
 
 
 def method_sections(sentences: list[str]) -> list[bool]:
@@ -279,8 +299,9 @@ def method_sections(sentences: list[str]) -> list[bool]:
 
 
 _STRIP_PREFIX = re.compile(
-    r"^(?:(?i:note (?:also )?that\s+|(?:and|but),?\s+(?=[A-Za-z])(?!(?i:also|then|so|thus|even|on the other|in (?:that|this)|"
-    r"for (?:this|that)|if so|not)\b)|(?:however|moreover|furthermore|in addition|additionally|"
+    r"^(?:(?i:note (?:also )?that\s+|(?:and|but),?\s+(?=[A-Za-z])"
+    r"(?!(?i:also|then|so|thus|even|on the other|in (?:that|this)|for (?:this|that)|if so|not)\b)|"
+    r"(?:however|moreover|furthermore|in addition|additionally|"
     r"also|notably|indeed|importantly|interestingly|in particular|in general|today|currently),\s+))",
 )
 _REFERS_BACK = re.compile(
@@ -289,7 +310,7 @@ _REFERS_BACK = re.compile(
     r"even so|as a result|as such|in that case|in this case|in either case|in both cases|in such cases|"
     r"to avoid (?:that|this)|to do (?:that|this|so)|for this reason|for that reason|because of (?:this|that)|"
     r"of these|of those|of them|after that|afterwards|later|in turn|together with|on the other hand|"
-    r"in contrast|by contrast|nevertheless|nonetheless|meanwhile|again|above all|for example|for instance|"
+    r"in contrast|by contrast|nevertheless|nonetheless|meanwhile|again|above all|for example|for instance|nor|"
     r"e\.g\.|in this example|in the example)\b",
     re.IGNORECASE,
 )
@@ -307,6 +328,19 @@ _REFERS_BACK_INSIDE = re.compile(
     r"\bthe above\b|\b(?:above|below)[.)]*$|"
     # a variable of an earlier example: "on a different database connection Y", "until the X transaction commits"
     r"\b(?:the\s+(?:[a-z]+\s+){0,2}|(?:in|on|from|to|by|with|until)\s+)(?-i:[BD-HJ-Z])\b(?![.'’\-&])|"
+    # a comparison with something named before: "Branch coverage is more strict.", "… requires more seeking."
+    r"\b(?:more|less|fewer) [a-z]+[.!]$|"
+    # a study's arms and samples: "in the placebo group", "across treatment groups", "in either group",
+    # "In the nine source countries …", "Of the 60 patients enrolled …"
+    r"\b(?:the (?:[a-z\-]+ ){1,3}groups?|(?:treatment|study|control|intervention) groups|"
+    r"(?:either|both|each) (?:group|arm)s?)\b|"
+    r"\bthe (?:two|three|four|five|six|seven|eight|nine|ten|\d{1,3}(?:,\d{3})*) (?:[a-z\-]+ )?(?:patients|participants|"
+    r"subjects|studies|trials|countries|cases|individuals|women|men|children|mice|rats|samples|sites|hospitals|"
+    r"centers|centres|cohorts|arms|groups|doctors|respondents|volunteers)\b|"
+    # a work or event named before: "appears live on the show", "presented the first series"
+    r"\bthe (?:(?:first|second|third|last|final|next|previous|original) )?(?:show|film|movie|album|song|"
+    r"single|game|novel|book|series|tournament|competition|magazine|programme|program|band)\b"
+    r"(?!\s+(?:premiere|finale|of)\b|\s*[\"“]|\s+(?-i:[A-Z]))|"
     # a participant of an earlier example: "the writer will not commit right away", "If the answer is "yes" …"
     r"\bthe (?:writer|reader|server|client|sender|receiver|caller|callee|answer)\b(?!\s+(?:operating|side)\b)|"
     # "We call this …", "the examples presented so far"
@@ -398,15 +432,24 @@ def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
         return None
     if _CLAUSE_ANTECEDENT.match(sentence) and match.start() >= sentence.index(","):
         return None
+    # "The json_insert() … functions all take a single JSON value as their first argument": its own subject
+    if match.group(0).strip().lower() in ("its", "their") and re.match(r"^The\s+\S", sentence):
+        return None
     if not subject and _NAME_RUN.search(before) and "it" not in match.group(0).lower().split():
         return None
     return "a pronoun with nothing in the sentence to point to"
 
 
+_VERB_NEXT = re.compile(
+    r"(?:[a-z]+ly\s+)?(?:[a-z]+(?:ed|s)|is|are|was|were|has|had|have|will|would|can|could|may|might|went|became|won|made|led|"
+    r"took|began|held|grew|sold|rose|fell|left|ran|got|gave|came|met|wrote|found|kept|brought|also)\b"
+)
+
+
 def _head_noun_subject(sentence: str, first: str, subject: str | None) -> str:
     """ "The film …" → "<subject> …" when the first sentence says the subject is a … film."""
     match = re.match(r"^The ([a-z]+)\b\s*", sentence)
-    if not (match and subject):
+    if not (match and subject and _VERB_NEXT.match(sentence[match.end() :])):
         return sentence
     predicate = re.search(r"\b(?:is|was|are|were) (?:a|an|the)\b((?:\s+\S+){1,10})", first)
     if predicate and re.search(rf"\b{match.group(1)}\b", predicate.group(1)):
@@ -432,6 +475,7 @@ _PRESENT_AFTER_NOUN = re.compile(r"^The [a-z]+(?<!s) [a-z]{2,}(?<![su]s)s\b")
 
 
 _POST_MODIFIER = {"of", "associated", "created", "necessary", "needed", "required", "used", "produced", "caused"}
+_PREPOSITIONS = {"in", "on", "at", "for", "from", "with", "by", "to", "that", "which"}
 # "The second family of transcripts …", "The same value of …": relative to something named before.
 _RELATIONAL = re.compile(
     r"\b(?:first|second|third|last|other|same|latter|former|next|previous|following|remaining|new|original|above)\b"
@@ -446,14 +490,18 @@ def definite_reference(sentence: str) -> bool:
     words = sentence.split()
     if not words or words[0] != "The" or len(words) < 3 or not words[1][:1].islower():
         return False
-    if _PRESENT_AFTER_NOUN.match(sentence) or _LEADING_POSSESSIVE.match(sentence):
+    if _LEADING_POSSESSIVE.match(sentence):
+        return True
+    # "The sender gathers …" (not "The temporary files associated with …": a plural noun, then its modifier)
+    if _PRESENT_AFTER_NOUN.match(sentence) and (len(words) < 4 or words[3] not in _POST_MODIFIER | _PREPOSITIONS):
         return True
     for position, word in enumerate(words[1:7]):
         # "The act of deleting a file is …", "The tables necessary to do …": the subject says what it is
         if word in _POST_MODIFIER and not _RELATIONAL.search(" ".join(words[1:7])):
             return False
         if position and _VERB_WORD.match(word):  # not "The declared type …"
-            return True
+            following = words[position + 2] if position + 2 < len(words) else ""
+            return not (word.endswith("ed") and following in ("by", "in", "with", "from"))
         if not word[:1].islower() or not word.isalpha():
             return False
     return False
