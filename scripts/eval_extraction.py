@@ -51,7 +51,9 @@ FLAGS = ("standalone", "claim", "complete")
 # fresh: labeled blind in session 12 before that session's rules ran on it (its failures read in
 # session 13); blind2: labeled and committed in session 13 before that session's rules ran on it;
 # dev2: session 13's extra tuning data (labeled after blind2 was committed; its claims are category examples).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2")
+# blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
+# before the rules written from them ran on it.
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3")
 # "main": the extraction as merged before session 13 (session 12's rules and classifier), run from
 # this commit's package in a subprocess, so the new rules are compared with it in the same run.
 MAIN_COMMIT = "8c212ff"

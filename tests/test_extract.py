@@ -613,7 +613,7 @@ def test_the_labeled_set_is_well_formed():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     by_id = {s["id"]: s for s in sources}
     assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == {"scifact", "hotpotqa", "sqlite"}
-    assert {s["split"] for s in sources} == {"dev", "dev2", "heldout", "fresh", "blind2"}
+    assert {s["split"] for s in sources} == {"dev", "dev2", "heldout", "fresh", "blind2", "blind3"}
     assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
     for row in labels:
         source = by_id[row["source"]]
