@@ -50,6 +50,11 @@ one sentence fails. The rules, each with the case it handles:
   "And", "But" and "Note also that" are dropped, not the claim; "It is unclear whether …" and an
   antecedent in the sentence ("Because an SQLite database is …, it …") are not dangling pronouns;
   a subject that names itself ("The act of deleting a file …") is not a reference;
+- session 13's second round, from blind2's failures: values whose owners were named before ("were
+  8.5 and 26.3 cases …, respectively"), pointers inside a sentence ("(see …)", "enumerated below"),
+  "we therefore …", an example's objects ("the original table", "the new row"), "the title game",
+  "The cast also features …", a parenthesized note without a verb ("(Funded by …)"), capitals
+  headings with commas ("DESIGN, SETTING, AND PARTICIPANTS"); statistics in brackets are not code;
 - not a claim: questions, lines ending with ":" or ";" (lists, code), pointers ("See the …
   documentation for details", "for more information", "described below"), hedges and
   opinions ("Presumably …", "Yes, …", "I think …", first person singular), imperatives
@@ -234,6 +239,9 @@ _CODE = re.compile(
 _SYMBOLS = re.compile(r"[=<>|{}\[(;*/\\#$@~^`]")  # a bracket pair counts once: "(relative risk [RR] 3.5)"
 
 
+_STATISTICS = re.compile(r"\((?=[^()]*\b(?:P|p|R2|OR|RR|HR|CI|SD|n)\s*[=<>])[^()]*\)")
+
+
 def claim_problem(sentence: str) -> str | None:
     """Why a (whole) sentence is not a claim worth storing; None when it is one."""
     s = normalize_space(sentence)
@@ -241,7 +249,8 @@ def claim_problem(sentence: str) -> str | None:
         return "a question, not a claim"
     if s.endswith((":", ";")):
         return "introduces a list or is code"
-    if _CODE.search(s) or len(_SYMBOLS.findall(s)) > max(3, len(s) // 25):
+    prose = _STATISTICS.sub("", s)  # "(R2 = 0.46, P < .001)" is a finding's statistics, not code
+    if _CODE.search(s) or len(_SYMBOLS.findall(prose)) > max(3, len(prose) // 25):
         return "code or syntax"
     for reason, pattern in _NOT_A_CLAIM:
         if pattern.search(s.lstrip(_OPENERS)):  # "(See the … for details.)" too
@@ -261,7 +270,7 @@ _SECTION_WORD = (
     r"INTERVENTIONS?|MAIN|OUTCOMES?|MEASURES?|RESULTS?|FINDINGS|CONCLUSIONS?|INTERPRETATION|RELEVANCE|AND)"
 )
 _SECTION = re.compile(
-    rf"^(?:({_SECTION_WORD}(?:\s+{_SECTION_WORD}){{0,4}}):?\s+(?=[A-Z\d])|"
+    rf"^(?:({_SECTION_WORD}(?:,?\s+{_SECTION_WORD}){{0,4}}):?\s+(?=[A-Z\d])|"
     r"(Background|Objectives?|Aims?|Purpose|Context|Introduction|Methods?|Design|Study design|Setting|"
     r"Participants|Patients|Data sources|Study selection|Interventions?|Results?|Findings|Conclusions?|"
     r"Interpretation):\s+|"
@@ -319,6 +328,12 @@ _REFERS_BACK_INSIDE = re.compile(
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
     r"patients|samples|cells|mice|genes|regions|values|models|steps|settings|rules|pragmas?|options?)|"
     r"our|the (?:latter|former)|the data|the study|both times|a second time|(?:see|shown|mentioned) (?:above|below))\b|"
+    # "… required by the rules enumerated below (see section "Schema Level Locking")."
+    r"\((?:see|cf\.?)\s|\b(?:enumerated|listed|given|described|defined|explained|discussed|noted) (?:below|above)\b|"
+    # a consequence of what came before: "we therefore limit the number of terms"
+    r"\b(?:we|it|this|they|is|are|was|were|can|will|must|should) (?:therefore|thus|hence|consequently)\b|"
+    # something of an example named before: "the original table", "the new row"
+    r"\bthe (?:original|new|old|earlier|above) (?-i:[a-z])|"
     r"\b(?:these|those|this)\s+(?-i:[a-z])|\b(?-i:us)\b|"
     # "the publication's first editor", "a similar range" (similar to what?), "were then treated"
     r"\b(?-i:the [a-z]+['’]s)\s|\ba similar \w+\b(?!\s+to\b)|\b(?:is|are|was|were|had|has|have) then\b|"
@@ -338,7 +353,7 @@ _REFERS_BACK_INSIDE = re.compile(
     r"subjects|studies|trials|countries|cases|individuals|women|men|children|mice|rats|samples|sites|hospitals|"
     r"centers|centres|cohorts|arms|groups|doctors|respondents|volunteers)\b|"
     # a work or event named before: "appears live on the show", "presented the first series"
-    r"\bthe (?:(?:first|second|third|last|final|next|previous|original) )?(?:show|film|movie|album|song|"
+    r"\bthe (?:(?:first|second|third|last|final|next|previous|original|title|main) )?(?:show|film|movie|album|song|"
     r"single|game|novel|book|series|tournament|competition|magazine|programme|program|band)\b"
     r"(?!\s+(?:premiere|finale|of)\b|\s*[\"“]|\s+(?-i:[A-Z]))|"
     # a participant of an earlier example: "the writer will not commit right away", "If the answer is "yes" …"
@@ -471,7 +486,9 @@ _PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
 # "The project's name comes from …": whose project?
 _LEADING_POSSESSIVE = re.compile(r"^The (?:[a-z]+ )?[a-z]+['’]s\s")
 # "The sender gathers …": a present tense right after a one-word singular subject.
-_PRESENT_AFTER_NOUN = re.compile(r"^The [a-z]+(?<!s) [a-z]{2,}(?<![su]s)s\b")
+_PRESENT_AFTER_NOUN = re.compile(
+    r"^The [a-z]+(?<!s) (?:(?:also|often|usually|still|now|then|only|always|never) )?[a-z]{2,}(?<![su]s)s\b"
+)
 
 
 _POST_MODIFIER = {"of", "associated", "created", "necessary", "needed", "required", "used", "produced", "caused"}
@@ -510,7 +527,8 @@ def definite_reference(sentence: str) -> bool:
 # "Starring Rajendra Prasad, Maheswari in the lead roles and music composed by M. M. Srilekha.": a phrase
 # opening with a participle has no main clause unless a finite verb or ", <subject> <verb>s/-ed" follows.
 _PARTICIPLE_OPENER = re.compile(
-    r"^(?:Starring|Co-starring|Featuring|Including|Excluding|[A-Z][a-z]+(?:ed|en) by|Along with|Together with)\b"
+    r"^(?:Starring|Co-starring|Featuring|Including|Excluding|[A-Z][a-z]+(?:ed|en) by|Along with|Together with|"
+    r"Funded by|Supported by)\b"
 )
 _FINITE = re.compile(
     r"\b(?:is|are|was|were|has|have|had|does|do|did|can|could|will|would|may|might|must|shall|should)\b"
@@ -520,9 +538,23 @@ _MAIN_CLAUSE = re.compile(r",\s+(?:the|a|an|it|he|she|they|this|[A-Z][\w'’\-]*
 
 def verbless_fragment(sentence: str) -> bool:
     """A participial phrase without a main clause ("Starring …", "Directed by …, and music by …")."""
+    sentence = sentence.lstrip("(")  # "(Funded by the U.S. President's Emergency Plan …; … NCT00398996.)"
     return bool(
         _PARTICIPLE_OPENER.match(sentence) and not _FINITE.search(sentence) and not _MAIN_CLAUSE.search(sentence)
     )
+
+
+# "… were 8.5 and 26.3 cases per 100 person-years, respectively": the first "and" joins the values, so the
+# things they belong to were named before ("Sepsis-2 and Sepsis-3 (12.5% and 11.4%, respectively)" names them).
+_VALUES_AND = re.compile(r"^[^&]*?\d[\d.,%]*\)?(?:\s+[a-z%]+)?\s+and\s+[(\d]")
+
+
+def respectively_without_referents(sentence: str) -> bool:
+    """ "respectively" whose first "and" joins the values, not the things they belong to."""
+    if "respectively" not in sentence:
+        return False
+    head = sentence[: sentence.find(" and ") + 8] if " and " in sentence else ""
+    return bool(head and _VALUES_AND.match(head))
 
 
 def standalone_problem(sentence: str) -> str | None:
@@ -539,6 +571,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "describes the source's own method, not a claim about the world"
     if verbless_fragment(sentence):
         return "a phrase without a main verb"
+    if respectively_without_referents(sentence):
+        return "refers to something the source named before"
     return None
 
 
