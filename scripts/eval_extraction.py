@@ -269,10 +269,12 @@ def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) ->
     kept), and how many true sentence starts the rule drops."""
     import re
 
-    from deepresearch.models.claims import starts_like_sentence
+    from deepresearch.models.claims import opens_on_a_keyword, starts_like_sentence
     from deepresearch.search.readers import read_html_file
 
     counts = {"chunks": 0, "true_start": 0, "mid_sentence": 0, "mid_kept": 0, "start_dropped": 0}
+    # session 13: of the kept starts, those opening on a keyword (dropped in a window of words)
+    counts |= {"keyword_mid": 0, "keyword_true": 0}
     for path in sorted(folder.glob("*.html"))[:pages]:
         try:
             _, text = read_html_file(path)
@@ -288,6 +290,9 @@ def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) ->
             counts["mid_sentence"] += not true_start
             counts["mid_kept"] += kept and not true_start
             counts["start_dropped"] += true_start and not kept
+            keyword = kept and opens_on_a_keyword(text[spans[first][0] :][:200])
+            counts["keyword_mid"] += keyword and not true_start
+            counts["keyword_true"] += keyword and true_start
     return counts
 
 
@@ -396,6 +401,8 @@ def main() -> None:
         mid, start = counts["mid_sentence"], counts["true_start"]
         print(f"mid-sentence chunk starts kept as sentence starts: {counts['mid_kept'] / mid:.3f} of {mid}")
         print(f"true sentence starts dropped: {counts['start_dropped'] / start:.3f} of {start}")
+        keyword = counts["keyword_mid"] + counts["keyword_true"]
+        print(f"kept starts opening on a keyword: {keyword}, mid-sentence {counts['keyword_mid'] / keyword:.3f}")
         return
     if args.issue_pages:
         for row in issue_pages(args.issue_pages):

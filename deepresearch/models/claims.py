@@ -150,7 +150,13 @@ def window_start_doubtful(sentences: list[str]) -> bool:
     an abstract's section heading: it probably starts mid-sentence."""
     if len(sentences) < 2 or ends_like_sentence(sentences[-1]):
         return False
-    first = sentences[0].lstrip(_OPENERS + " ")
+    return opens_on_a_keyword(sentences[0])
+
+
+def opens_on_a_keyword(sentence: str) -> bool:
+    """The sentence opens with a word in capitals or an identifier ("TEMP database file …", "sqlite3_open
+    …"), not with a common sentence opener nor an abstract's section heading."""
+    first = sentence.lstrip(_OPENERS + " ")
     word = first.split()[0] if first.split() else ""
     if _SENTENCE_OPENER.match(first) or section_heading(first) or (word[:1].isupper() and not word.isupper()):
         return False
