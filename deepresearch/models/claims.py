@@ -133,9 +133,10 @@ def is_whole(sentence: str) -> bool:
 # Words a sentence commonly opens with. In a window of words (a corpus chunk), a first sentence that opens
 # instead with a word in capitals or an identifier — a keyword: "TEMP database file is …", "SQL and getting
 # back …" — mostly starts mid-sentence: of the 780 chunk starts of 200 SQLite pages (cut by the corpus code,
-# 180/30 words) that look like sentence starts, 465 open so and 86 % of those are cut mid-sentence; of the 172
-# that open with one of these words 92 % are true starts; of the 143 that open with another capitalized word
-# ("Alterations of …", "Edward Stafford …") 48 % are (a coin flip: kept). docs/BENCHMARKS.md, session 13.
+# 180/30 words) that look like sentence starts, 463 open so and 86 % of those are cut mid-sentence; of the
+# ~170 that open with one of these words ~92 % are true starts; of the ~145 that open with another capitalized
+# word ("Alterations of …", "Edward Stafford …") about half are (a coin flip: kept). eval_extraction.py
+# --chunk-edges; docs/BENCHMARKS.md, session 13.
 _SENTENCE_OPENER = re.compile(
     r"^(?:The|A|An|In|If|When|This|These|That|Those|It|For|Each|Every|All|Some|Most|Many|No|There|As|On|At|By|"
     r"To|With|Without|After|Before|Since|Because|Although|While|Once|Unless|Until|Only|One|Two|However|But|And|"
