@@ -4,14 +4,15 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 48 sources —
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 115 sources —
 SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
-hand: stands alone, is a claim, is complete (not cut), category. Sources are split into a dev
-part (looked at while the rules were designed; its claims are the category classifier's
-examples), a held-out part (labeled blind in session 11; its failures were read in session 12)
-and a fresh part (labeled blind in session 12 before that session's rules ran on it). For each
-extractor (`baseline` = scripts/extraction_baseline.py, the extraction
-before issue 25; `new` = deepresearch.models.extract) and each split it prints:
+hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
+into tuning parts (dev, dev2: looked at while the rules were designed; their claims are the
+category classifier's examples), parts whose failures were read in a later session (heldout,
+fresh, blind2) and blind3, labeled and committed before the final rules ran on it. For each
+extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
+the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract)
+and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
 - shares of the matched stored facts that stand alone, are claims, are complete, all three;
@@ -21,7 +22,7 @@ before issue 25; `new` = deepresearch.models.extract) and each split it prints:
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
 Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-the nearest-prototype rule, the softmax regression (its dev figure by leave-one-out), and with
+the nearest-prototype rule, the softmax regression (its dev and dev2 figures by leave-one-out), and with
 `--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
 runs both extractions over every chunk of the issue's SQLite pages instead.
 
