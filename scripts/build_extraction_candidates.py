@@ -6,7 +6,10 @@
         --sqlite-doc /tmp/facts-doc/usr/share/doc/sqlite3
 
 Three corpora of different kinds, each split into a dev part (looked at while designing the
-rules) and a held-out part (labeled before any tuning, never looked at for it):
+rules), a held-out part (labeled before any tuning), a fresh part (labeled blind in session 12)
+a blind2 part (labeled and committed in session 13 before that session's rules ran on it) and a
+dev2 part (session 13's extra tuning data, labeled after blind2 was committed), and a blind3 part
+(labeled and committed before the rules written from blind2's failures ran on it):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -47,19 +50,35 @@ SQLITE_PAGES = {
     "heldout": ["atomiccommit.html", "datatype3.html", "whentouse.html", "quirks.html"],
     # session 12: labeled before the session's rules ran on it (one chunk, half-way in, per page)
     "fresh": ["lockingv3.html", "howtocorrupt.html", "tempfiles.html", "foreignkeys.html"],
+    # session 13: labeled (and committed) before that session's rules ran on it
+    "blind2": ["queryplanner.html", "sharedcache.html", "limits.html", "autoinc.html", "inmemorydb.html"],
+    # session 13: more tuning data (rules and category examples), labeled after blind2 was committed
+    "dev2": ["faq.html", "stricttables.html", "testing.html", "lang_vacuum.html", "json1.html"],
+    # session 13, second round: labeled and committed before the rules written from blind2's failures ran on it
+    "blind3": ["lang_createtable.html", "optoverview.html", "fts5.html", "rtree.html", "cli.html"],
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
-HOTPOT_QUESTIONS = {"dev": range(20, 25), "heldout": range(60, 65), "fresh": range(90, 93)}
-SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2}
+HOTPOT_QUESTIONS = {
+    "dev": range(20, 25),
+    "heldout": range(60, 65),
+    "fresh": range(90, 93),
+    "blind2": range(40, 44),
+    "dev2": range(30, 34),
+    "blind3": range(50, 54),
+}
+SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2}
+# Where each split's SciFact abstracts start, as a share of the file.
+SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25, "dev2": 0.125, "blind3": 0.375}
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
     """Abstracts long enough to be cut into two or more chunks; dev from the start of the file,
-    held-out from its second half, fresh from its last quarter."""
+    held-out from its second half, fresh from its last quarter, blind2 from its second quarter."""
     docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     out: list[dict[str, Any]] = []
-    for split, start in (("dev", 0), ("heldout", len(docs) // 2), ("fresh", 3 * len(docs) // 4)):
+    for split, share in SCIFACT_START.items():
+        start = int(share * len(docs))
         picked = [d for d in docs[start:] if len(d["text"].split()) > 230][: SCIFACT_DOCS[split]]
         for doc in picked:
             for i, chunk in enumerate(chunk_text(doc["text"], 180, 30)):
@@ -90,7 +109,7 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
             chunks = chunk_text(text, 180, 30)
             if page == "pragma.html":
                 picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
-            elif split == "fresh":
+            elif split in ("fresh", "blind2", "dev2", "blind3"):
                 picks = [len(chunks) // 2]
             else:
                 picks = [len(chunks) // 3, 2 * len(chunks) // 3]
@@ -151,10 +170,15 @@ def add_candidates(sources: list[dict[str, Any]], extractors: list[str]) -> int:
     rows = load_jsonl(LABELS)
     known = {(r["source"], normalize_text(r["fact"])) for r in rows}
     added = 0
+    main_runs: dict[str, Any] = {}
+    if "main" in extractors:  # main's extraction (eval_extraction.MAIN_COMMIT), all sources in one process
+        import eval_extraction
+
+        main_runs = eval_extraction.run_main(sources, 5)
     for source in sources:
         texts = sentence_candidates(source["text"])
         for which in extractors:
-            texts += extracted(source, which)
+            texts += [f.fact for f in main_runs[source["id"]]["facts"]] if which == "main" else extracted(source, which)
         for text in texts:
             key = (source["id"], normalize_text(text))
             if key in known or not text.strip():
@@ -183,7 +207,7 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, help="BEIR SciFact corpus.jsonl")
     parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json")
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
-    parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "new"])
+    parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)

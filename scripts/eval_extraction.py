@@ -4,14 +4,15 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 48 sources —
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 115 sources —
 SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
-hand: stands alone, is a claim, is complete (not cut), category. Sources are split into a dev
-part (looked at while the rules were designed; its claims are the category classifier's
-examples), a held-out part (labeled blind in session 11; its failures were read in session 12)
-and a fresh part (labeled blind in session 12 before that session's rules ran on it). For each
-extractor (`baseline` = scripts/extraction_baseline.py, the extraction
-before issue 25; `new` = deepresearch.models.extract) and each split it prints:
+hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
+into tuning parts (dev, dev2: looked at while the rules were designed; their claims are the
+category classifier's examples), parts whose failures were read in a later session (heldout,
+fresh, blind2) and blind3, labeled and committed before the final rules ran on it. For each
+extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
+the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract)
+and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
 - shares of the matched stored facts that stand alone, are claims, are complete, all three;
@@ -21,7 +22,7 @@ before issue 25; `new` = deepresearch.models.extract) and each split it prints:
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
 Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-the nearest-prototype rule, the softmax regression (its dev figure by leave-one-out), and with
+the nearest-prototype rule, the softmax regression (its dev and dev2 figures by leave-one-out), and with
 `--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
 runs both extractions over every chunk of the issue's SQLite pages instead.
 
@@ -48,8 +49,16 @@ from deepresearch.text import stem as _stem  # noqa: E402
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 FLAGS = ("standalone", "claim", "complete")
 # dev: looked at while designing; heldout: labeled blind in session 11 (its failures read since);
-# fresh: labeled blind in session 12 before that session's rules ran on it.
-SPLITS = ("dev", "heldout", "fresh")
+# fresh: labeled blind in session 12 before that session's rules ran on it (its failures read in
+# session 13); blind2: labeled and committed in session 13 before that session's rules ran on it;
+# dev2: session 13's extra tuning data (labeled after blind2 was committed; its claims are category examples).
+# blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
+# before the rules written from them ran on it.
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3")
+# "main": the extraction as merged before session 13 (session 12's rules and classifier), run from
+# this commit's package in a subprocess, so the new rules are compared with it in the same run.
+MAIN_COMMIT = "8c212ff"
+EXTRACTORS = ("baseline", "main", "new")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -77,8 +86,48 @@ def match(fact: str, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
     return best if best_share >= 0.85 else None
 
 
+_MAIN_RUNNER = """
+import json, sys, time
+from deepresearch.models import extract
+from deepresearch.models.categorize import default_categorizer
+sources, max_facts = json.load(sys.stdin), int(sys.argv[1])
+default_categorizer().categorize(["A warm-up sentence."])
+out = {}
+for s in sources:
+    start = time.perf_counter()
+    result = extract.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"])
+    out[s["id"]] = {"facts": [[f.fact, f.category] for f in result.facts], "seconds": time.perf_counter() - start}
+print(json.dumps(out))
+"""
+
+
+def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_COMMIT) -> dict[str, Any]:
+    """Stored facts per source of the extraction as of `commit` (its package from git, in a subprocess)."""
+    import subprocess
+    import tempfile
+    from types import SimpleNamespace
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", commit, "deepresearch"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _MAIN_RUNNER, str(max_facts)], input=json.dumps(sources), capture_output=True,
+            text=True, check=True, cwd=tmp, env={**__import__("os").environ, "PYTHONPATH": tmp},
+        )  # fmt: skip
+    runs = json.loads(done.stdout)
+    return {
+        sid: {"facts": [SimpleNamespace(fact=f, category=c) for f, c in run["facts"]], "seconds": run["seconds"]}
+        for sid, run in runs.items()
+    }
+
+
 def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
     """Stored facts per source (with seconds) for one extractor."""
+    if name == "main":
+        return run_main(sources, max_facts)
     if name == "baseline":
         import extraction_baseline as module
 
@@ -201,7 +250,7 @@ def categorizer_accuracy(
             if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
                 claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
             start = time.perf_counter()
-            if categorizer.name == "linear" and split == "dev":
+            if categorizer.name == "linear" and split in ("dev", "dev2"):
                 chosen = linear_leave_one_out(categorizer, claims)
             else:
                 chosen = categorizer.categorize([r["fact"] for r in claims])
@@ -221,10 +270,12 @@ def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) ->
     kept), and how many true sentence starts the rule drops."""
     import re
 
-    from deepresearch.models.claims import starts_like_sentence
+    from deepresearch.models.claims import opens_on_a_keyword, starts_like_sentence
     from deepresearch.search.readers import read_html_file
 
     counts = {"chunks": 0, "true_start": 0, "mid_sentence": 0, "mid_kept": 0, "start_dropped": 0}
+    # session 13: of the kept starts, those opening on a keyword (dropped in a window of words)
+    counts |= {"keyword_mid": 0, "keyword_true": 0}
     for path in sorted(folder.glob("*.html"))[:pages]:
         try:
             _, text = read_html_file(path)
@@ -240,6 +291,9 @@ def chunk_edges(folder: Path, pages: int, size: int = 180, overlap: int = 30) ->
             counts["mid_sentence"] += not true_start
             counts["mid_kept"] += kept and not true_start
             counts["start_dropped"] += true_start and not kept
+            keyword = kept and opens_on_a_keyword(text[spans[first][0] :][:200])
+            counts["keyword_mid"] += keyword and not true_start
+            counts["keyword_true"] += keyword and true_start
     return counts
 
 
@@ -295,7 +349,7 @@ def _fmt(value: Any) -> str:
 def labeled_main(args: argparse.Namespace) -> None:
     sources = load_jsonl(args.sources)
     labels = load_jsonl(args.labels)
-    runs = {name: run_extractor(name, sources, args.max_facts) for name in ("baseline", "new")}
+    runs = {name: run_extractor(name, sources, args.max_facts) for name in EXTRACTORS}
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
@@ -348,6 +402,8 @@ def main() -> None:
         mid, start = counts["mid_sentence"], counts["true_start"]
         print(f"mid-sentence chunk starts kept as sentence starts: {counts['mid_kept'] / mid:.3f} of {mid}")
         print(f"true sentence starts dropped: {counts['start_dropped'] / start:.3f} of {start}")
+        keyword = counts["keyword_mid"] + counts["keyword_true"]
+        print(f"kept starts opening on a keyword: {keyword}, mid-sentence {counts['keyword_mid'] / keyword:.3f}")
         return
     if args.issue_pages:
         for row in issue_pages(args.issue_pages):

@@ -594,11 +594,13 @@ def test_the_shipped_classifier_is_fitted_once_and_stored_in_the_model_cache(tmp
     categorize._LINEAR_WEIGHTS.clear()
 
 
-def test_the_shipped_category_examples_are_the_dev_claims_and_only_those():
+def test_the_shipped_category_examples_are_the_tuning_claims_and_only_those():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
-    dev = [(r["category"], r["fact"]) for r in labels if r["split"] == "dev" and r["claim"] and r["category"]]
+    tuning = [
+        (r["category"], r["fact"]) for r in labels if r["split"] in ("dev", "dev2") and r["claim"] and r["category"]
+    ]
     examples = shipped_examples()
-    assert examples == dev  # no held-out or fresh claim is learned from
+    assert examples == tuning  # no held-out, fresh or blind2 claim is learned from
     texts, classes = training_set()
     assert len(texts) == len(classes) == len(examples) + sum(map(len, PROTOTYPES.values()))
 
@@ -611,7 +613,7 @@ def test_the_labeled_set_is_well_formed():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     by_id = {s["id"]: s for s in sources}
     assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == {"scifact", "hotpotqa", "sqlite"}
-    assert {s["split"] for s in sources} == {"dev", "heldout", "fresh"}
+    assert {s["split"] for s in sources} == {"dev", "dev2", "heldout", "fresh", "blind2", "blind3"}
     assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
     for row in labels:
         source = by_id[row["source"]]
@@ -621,6 +623,24 @@ def test_the_labeled_set_is_well_formed():
         assert row["fact"].strip()
     for corpus in ("scifact", "hotpotqa", "sqlite"):
         assert sum(r["corpus"] == corpus for r in labels) >= 40
+
+
+def test_the_shipped_labeled_set_has_the_blind2_split_from_three_corpora():
+    # Session 13: a second blind split, labeled and committed before that session's rules ran on it.
+    sources = [json.loads(line) for line in (DATA / "extraction_sources.jsonl").read_text().splitlines()]
+    labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
+    blind = [s for s in sources if s["split"] == "blind2"]
+    assert len(blind) >= 15 and {s["corpus"] for s in blind} == {"scifact", "hotpotqa", "sqlite"}
+    rows = [r for r in labels if r["split"] == "blind2"]
+    assert len(rows) >= 90 and {r["source"] for r in rows} == {s["id"] for s in blind}
+    assert (
+        sum(r["claim"] for r in rows) >= 60
+        and sum(all(r[k] for k in ("standalone", "claim", "complete")) for r in rows) >= 30
+    )
+    # none of its sources is one of another split's (a new abstract, question or page)
+    others = {s["id"].rsplit("-c", 1)[0] for s in sources if s["split"] != "blind2"}
+    assert not {s["id"].rsplit("-c", 1)[0] for s in blind} & others
+    assert not {s["url"] for s in blind} & {s["url"] for s in sources if s["split"] != "blind2"}
 
 
 def test_on_a_real_document_every_fact_from_a_chunk_is_a_whole_sentence_of_the_document():
