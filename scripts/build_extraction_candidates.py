@@ -9,7 +9,8 @@ Three corpora of different kinds, each split into a dev part (looked at while de
 rules), a held-out part (labeled before any tuning), a fresh part (labeled blind in session 12)
 a blind2 part (labeled and committed in session 13 before that session's rules ran on it) and a
 dev2 part (session 13's extra tuning data, labeled after blind2 was committed), and a blind3 part
-(labeled and committed before the rules written from blind2's failures ran on it):
+(labeled and committed before the rules written from blind2's failures ran on it) and a blind4
+part (the same, before the rules written from blind3's failures ran on it):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -56,6 +57,8 @@ SQLITE_PAGES = {
     "dev2": ["faq.html", "stricttables.html", "testing.html", "lang_vacuum.html", "json1.html"],
     # session 13, second round: labeled and committed before the rules written from blind2's failures ran on it
     "blind3": ["lang_createtable.html", "optoverview.html", "fts5.html", "rtree.html", "cli.html"],
+    # session 13, third round: labeled and committed before the rules written from blind3's failures ran on it
+    "blind4": ["gencol.html", "partialindex.html", "windowfunctions.html", "whynotgit.html", "mmap.html"],
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
@@ -66,10 +69,11 @@ HOTPOT_QUESTIONS = {
     "blind2": range(40, 44),
     "dev2": range(30, 34),
     "blind3": range(50, 54),
+    "blind4": range(70, 74),
 }
-SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2}
+SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2}
 # Where each split's SciFact abstracts start, as a share of the file.
-SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25, "dev2": 0.125, "blind3": 0.375}
+SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25, "dev2": 0.125, "blind3": 0.375, "blind4": 0.625}
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -109,7 +113,7 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
             chunks = chunk_text(text, 180, 30)
             if page == "pragma.html":
                 picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
-            elif split in ("fresh", "blind2", "dev2", "blind3"):
+            elif split in ("fresh", "blind2", "dev2", "blind3", "blind4"):
                 picks = [len(chunks) // 2]
             else:
                 picks = [len(chunks) // 3, 2 * len(chunks) // 3]

@@ -54,10 +54,11 @@ FLAGS = ("standalone", "claim", "complete")
 # dev2: session 13's extra tuning data (labeled after blind2 was committed; its claims are category examples).
 # blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
 # before the rules written from them ran on it.
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3")
-# "main": the extraction as merged before session 13 (session 12's rules and classifier), run from
+# blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4")
+# "main": the extraction as merged after session 13's second round (its rules and classifier), run from
 # this commit's package in a subprocess, so the new rules are compared with it in the same run.
-MAIN_COMMIT = "8c212ff"
+MAIN_COMMIT = "300a709"
 EXTRACTORS = ("baseline", "main", "new")
 
 

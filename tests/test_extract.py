@@ -613,7 +613,7 @@ def test_the_labeled_set_is_well_formed():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     by_id = {s["id"]: s for s in sources}
     assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == {"scifact", "hotpotqa", "sqlite"}
-    assert {s["split"] for s in sources} == {"dev", "dev2", "heldout", "fresh", "blind2", "blind3"}
+    assert {s["split"] for s in sources} == {"dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4"}
     assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
     for row in labels:
         source = by_id[row["source"]]
@@ -625,22 +625,23 @@ def test_the_labeled_set_is_well_formed():
         assert sum(r["corpus"] == corpus for r in labels) >= 40
 
 
-def test_the_shipped_labeled_set_has_the_blind2_split_from_three_corpora():
-    # Session 13: a second blind split, labeled and committed before that session's rules ran on it.
+@pytest.mark.parametrize("split", ["blind2", "blind3", "blind4"])
+def test_the_shipped_labeled_set_has_each_blind_split_from_three_corpora(split):
+    # Session 13: blind splits, each labeled and committed before the rules of its round ran on it.
     sources = [json.loads(line) for line in (DATA / "extraction_sources.jsonl").read_text().splitlines()]
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
-    blind = [s for s in sources if s["split"] == "blind2"]
+    blind = [s for s in sources if s["split"] == split]
     assert len(blind) >= 15 and {s["corpus"] for s in blind} == {"scifact", "hotpotqa", "sqlite"}
-    rows = [r for r in labels if r["split"] == "blind2"]
+    rows = [r for r in labels if r["split"] == split]
     assert len(rows) >= 90 and {r["source"] for r in rows} == {s["id"] for s in blind}
     assert (
         sum(r["claim"] for r in rows) >= 60
         and sum(all(r[k] for k in ("standalone", "claim", "complete")) for r in rows) >= 30
     )
     # none of its sources is one of another split's (a new abstract, question or page)
-    others = {s["id"].rsplit("-c", 1)[0] for s in sources if s["split"] != "blind2"}
+    others = {s["id"].rsplit("-c", 1)[0] for s in sources if s["split"] != split}
     assert not {s["id"].rsplit("-c", 1)[0] for s in blind} & others
-    assert not {s["url"] for s in blind} & {s["url"] for s in sources if s["split"] != "blind2"}
+    assert not {s["url"] for s in blind} & {s["url"] for s in sources if s["split"] != split}
 
 
 def test_on_a_real_document_every_fact_from_a_chunk_is_a_whole_sentence_of_the_document():
