@@ -73,7 +73,15 @@ HOTPOT_QUESTIONS = {
 }
 SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2}
 # Where each split's SciFact abstracts start, as a share of the file.
-SCIFACT_START = {"dev": 0.0, "heldout": 0.5, "fresh": 0.75, "blind2": 0.25, "dev2": 0.125, "blind3": 0.375, "blind4": 0.625}
+SCIFACT_START = {
+    "dev": 0.0,
+    "heldout": 0.5,
+    "fresh": 0.75,
+    "blind2": 0.25,
+    "dev2": 0.125,
+    "blind3": 0.375,
+    "blind4": 0.625,
+}
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
