@@ -22,7 +22,7 @@ and each split it prints:
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
 Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-the nearest-prototype rule, the softmax regression (its dev and dev2 figures by leave-one-out), and with
+the nearest-prototype rule, the softmax regression (its dev, dev2 and blind3 figures by leave-one-out), and with
 `--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
 runs both extractions over every chunk of the issue's SQLite pages instead.
 
@@ -251,7 +251,7 @@ def categorizer_accuracy(
             if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
                 claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
             start = time.perf_counter()
-            if categorizer.name == "linear" and split in ("dev", "dev2"):
+            if categorizer.name == "linear" and split in ("dev", "dev2", "blind3"):
                 chosen = linear_leave_one_out(categorizer, claims)
             else:
                 chosen = categorizer.categorize([r["fact"] for r in claims])

@@ -9,6 +9,7 @@ import pytest
 from deepresearch.models.claims import (
     claim_problem,
     definite_reference,
+    named_in_full_before,
     passage_candidates,
     passage_claims,
     section_heading,
@@ -204,3 +205,46 @@ def test_second_round_claims_are_kept():
     assert section_heading("DESIGN, SETTING, AND PARTICIPANTS Unblinded randomized controlled trial.") == (
         "DESIGN, SETTING, AND PARTICIPANTS"
     )
+
+
+# Third round: the kinds behind blind3's failures (read after its figures were taken), general rules.
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # a study's sample at its start, with the population left unsaid
+        "In both sexes, the average baseline BMI was 23.2, and the rate of death from any cause had a J-shaped "
+        "association with the BMI, regardless of cigarette-smoking history.",
+        "At baseline, the median CD4+ T-cell count was 150 per cubic millimeter.",
+        # "also" + a participle ending the sentence: the same as something named before
+        "Constraints such as NOT NULL, UNIQUE, REFERENCES, or CHECK are also ignored.",
+        # an instruction after a purpose clause
+        'To get TSV quoted per RFC 4180 so that it can be input in tabs mode with ".import", first enter ".mode csv", '
+        "then enter '.separator \"\\t\"' before running a query.",
+    ],
+)
+def test_third_round_sentences_that_do_not_stand_alone_or_instruct_are_not_stored(sentence):
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+def test_a_lone_last_name_of_someone_named_in_full_before_is_not_stored_the_subjects_is():
+    band = (
+        "The Dandy Warhols are an American alternative rock band, formed in Portland, Oregon in 1994. "
+        "They were joined by keyboardist Zia McCabe and drummer Eric Hedford. "
+        "Hedford left in 1998 and was replaced by Taylor-Taylor's cousin Brent DeBoer."
+    )
+    claims = passage_claims(band, title="The Dandy Warhols")
+    assert claims[-1] == "The Dandy Warhols were joined by keyboardist Zia McCabe and drummer Eric Hedford."
+    assert named_in_full_before("Hedford left in 1998.", "drummer Eric Hedford.", "The Dandy Warhols")
+    # the passage's subject by its last name; a name after "The" is no full name
+    author = "Richard Bach is an American writer. Bach is widely known as the author of 1970s best-sellers."
+    assert passage_claims(author, title="Richard Bach")[-1].startswith("Bach is widely known")
+    assert not named_in_full_before("SQLite uses two rules.", "The SQLite library is small.", None)
+
+
+def test_third_round_claims_are_kept():
+    for sentence in (
+        "Linux Format is also exported to many countries worldwide.",  # "also" with a complement
+        "To date, SQLite is the most widely deployed database engine in the world.",  # a purpose-like opener
+        "The average size of a SQLite database file is unknown to its developers.",  # no "was/were" of a sample
+    ):
+        assert passage_claims(sentence) == [sentence]

@@ -12,9 +12,9 @@ The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it sh
 
 `LinearCategorizer` (the default) is a softmax regression on the sentence embeddings, fitted once
 per embedder and process (~0.1 s, numpy) on the category prototypes below and the hand-labeled
-claims of the tuning splits (dev, dev2) of tests/data/extraction_labels.jsonl
-(models/data/category_examples.json; the held-out, fresh and blind2 claims are what it is measured
-on). `PrototypeCategorizer` embeds each category's description and example claims (written for this
+claims of the tuning splits (dev, dev2, blind3) of tests/data/extraction_labels.jsonl
+(models/data/category_examples.json; the held-out, fresh, blind2 and blind4 claims are what it is
+measured on). `PrototypeCategorizer` embeds each category's description and example claims (written for this
 module, none from the evaluation sets) and files a fact under the category whose prototypes are
 nearest (score = mean of the two most similar prototypes of a category). When either is unsure — the
 two best categories within `margin` of each other — the fact goes to the shorter-lived of the two
@@ -284,7 +284,7 @@ _LINEAR_WEIGHTS: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] =
 
 def shipped_examples() -> list[tuple[str, str]]:
     """The labeled (category, claim) examples shipped in models/data/category_examples.json: the
-    dev and dev2 splits' claims of tests/data/extraction_labels.jsonl (held-out, fresh, blind2 are measured on)."""
+    dev, dev2 and blind3 splits' claims of tests/data/extraction_labels.jsonl (the others are measured on)."""
     data = json.loads((Path(__file__).parent / "data" / "category_examples.json").read_text(encoding="utf-8"))
     return [(category, text) for category, text in data["examples"]]
 
@@ -329,7 +329,7 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 class LinearCategorizer(_EmbeddingCategorizer):
     """Softmax regression on the embeddings, fitted (once per embedder and process, ~0.1 s) on the
-    category prototypes and the tuning claims (dev, dev2) of the labeled set; unsure → the shorter-lived of the
+    category prototypes and the tuning claims (dev, dev2, blind3) of the labeled set; unsure → the shorter-lived of the
     best two."""
 
     name = "linear"

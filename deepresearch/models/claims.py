@@ -219,8 +219,9 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     (
         "an instruction, not a claim",
         re.compile(
-            # also the main clause of a condition: "If …, then use a client/server database engine."
-            r"^(?:(?:if|when|unless|whenever)\b[^,]*,\s*(?:then\s+)?)?"
+            # also the main clause of a condition: "If …, then use a client/server database engine.",
+            # and after a purpose clause: "To get TSV quoted per RFC 4180 …, first enter ".mode csv", …"
+            r"^(?:(?:if|when|unless|whenever|to)\b[^,]*,\s*(?:then\s+|first\s+|simply\s+|just\s+)?)?"
             r"(?:use|avoid|choose|consider|make sure|ensure|remember|try|do not|don't|never|always|please|"
             r"run|set|call|add|install|click|type|enter|let us|let's)\b(?!\s+of\b)",
             re.IGNORECASE,
@@ -359,6 +360,11 @@ _REFERS_BACK_INSIDE = re.compile(
     r"\bthe (?:two|three|four|five|six|seven|eight|nine|ten|\d{1,3}(?:,\d{3})*) (?:[a-z\-]+ )?(?:patients|participants|"
     r"subjects|studies|trials|countries|cases|individuals|women|men|children|mice|rats|samples|sites|hospitals|"
     r"centers|centres|cohorts|arms|groups|doctors|respondents|volunteers)\b|"
+    # a study's sample at its start: "the average baseline BMI was 23.2", "At baseline, the median … count was …"
+    r"\bat baseline\b|\bbaseline (?-i:[a-z]+) (?:was|were)\b|"
+    r"\bthe (?:average|mean|median) (?:baseline )?(?:[\w\-+]+ ){0,3}(?:was|were)\b|"
+    # the same as something named before: "Constraints such as NOT NULL … are also ignored." (also as what?)
+    r"\b(?:is|are|was|were|be|been) also (?-i:[a-z]+)(?:ed|en)[.!]?$|"
     # a work or event named before: "appears live on the show", "presented the first series"
     r"\bthe (?:(?:first|second|third|last|final|next|previous|original|title|main) )?(?:show|film|movie|album|song|"
     r"single|game|novel|book|series|tournament|competition|magazine|programme|program|band)\b"
@@ -583,6 +589,29 @@ def standalone_problem(sentence: str) -> str | None:
     return None
 
 
+# "Hedford left in 1998 …" after "… and drummer Eric Hedford": one name, then a lower-case word.
+_LONE_NAME = re.compile(r"^([A-Z][a-z][\w'’\-]*) (?:[a-z]+ )?[a-z]+\b")
+_NOT_A_FIRST_NAME = {
+    "The", "A", "An", "In", "On", "At", "For", "By", "With", "From", "To", "Of", "And", "But", "Or", "If", "When",
+    "This", "That", "These", "Those", "As", "After", "Before", "During", "Since", "While", "Both", "Each", "Its",
+}  # fmt: skip
+
+
+def named_in_full_before(sentence: str, earlier: str, subject: str | None) -> bool:
+    """The sentence opens with a lone last name of someone the passage named in full before
+    ("Eric Hedford" … "Hedford left in 1998"), who is not the passage's subject ("Hunt has also won …")."""
+    match = _LONE_NAME.match(sentence)
+    if not match:
+        return False
+    name = match.group(1)
+    if subject and name in subject.replace('"', " ").replace("“", " ").replace("”", " ").split():
+        return False
+    for before in re.finditer(rf"\b([A-Z][\w'’\-]+) {re.escape(name)}\b", earlier):
+        if before.group(1) not in _NOT_A_FIRST_NAME:
+            return True
+    return False
+
+
 @dataclass
 class Candidate:
     """One sentence of a passage: its text as stored, and why it is not kept (None = kept)."""
@@ -622,7 +651,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
     doubtful_start = window_start_doubtful(sentences)
-    for sentence, in_methods in zip(sentences, method_sections(sentences), strict=True):
+    for index, (sentence, in_methods) in enumerate(zip(sentences, method_sections(sentences), strict=True)):
         stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
@@ -636,6 +665,8 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
             problem = "in the method section of a study: describes the study, not the world"
         text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
         problem = problem or standalone_problem(text_out) or inner_pronoun_problem(text_out, subject)
+        if problem is None and named_in_full_before(text_out, " ".join(sentences[:index]), subject):
+            problem = "a name the passage gave in full before (who is it?)"
         out.append(Candidate(sentence, text_out, problem))
         about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
     return out
