@@ -597,7 +597,9 @@ def test_the_shipped_classifier_is_fitted_once_and_stored_in_the_model_cache(tmp
 def test_the_shipped_category_examples_are_the_tuning_claims_and_only_those():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     tuning = [
-        (r["category"], r["fact"]) for r in labels if r["split"] in ("dev", "dev2", "blind3") and r["claim"] and r["category"]
+        (r["category"], r["fact"])
+        for r in labels
+        if r["split"] in ("dev", "dev2", "blind3") and r["claim"] and r["category"]
     ]
     examples = shipped_examples()
     assert examples == tuning  # no held-out, fresh, blind2 or blind4 claim is learned from
