@@ -234,11 +234,14 @@ def test_a_lone_last_name_of_someone_named_in_full_before_is_not_stored_the_subj
     )
     claims = passage_claims(band, title="The Dandy Warhols")
     assert claims[-1] == "The Dandy Warhols were joined by keyboardist Zia McCabe and drummer Eric Hedford."
-    assert named_in_full_before("Hedford left in 1998.", "drummer Eric Hedford.", "The Dandy Warhols")
+    assert named_in_full_before("Hedford left in 1998.", ["drummer Eric Hedford."], "The Dandy Warhols")
     # the passage's subject by its last name; a name after "The" is no full name
     author = "Richard Bach is an American writer. Bach is widely known as the author of 1970s best-sellers."
     assert passage_claims(author, title="Richard Bach")[-1].startswith("Bach is widely known")
-    assert not named_in_full_before("SQLite uses two rules.", "The SQLite library is small.", None)
+    assert not named_in_full_before("SQLite uses two rules.", ["The SQLite library is small."], None)
+    # a heading before the sentence, a word inside a longer title-case name
+    assert not named_in_full_before("Generated columns may not be used.", ["Limitations", "Generated columns …"], None)
+    assert not named_in_full_before("Foreign keys are immediate.", ["SQLite Foreign Key Support"], None)
 
 
 def test_third_round_claims_are_kept():

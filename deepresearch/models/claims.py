@@ -597,19 +597,18 @@ _NOT_A_FIRST_NAME = {
 }  # fmt: skip
 
 
-def named_in_full_before(sentence: str, earlier: str, subject: str | None) -> bool:
-    """The sentence opens with a lone last name of someone the passage named in full before
-    ("Eric Hedford" … "Hedford left in 1998"), who is not the passage's subject ("Hunt has also won …")."""
+def named_in_full_before(sentence: str, earlier: list[str], subject: str | None) -> bool:
+    """The sentence opens with a lone last name of someone an earlier sentence named in full
+    ("drummer Eric Hedford." … "Hedford left in 1998"), who is not the passage's subject ("Hunt has
+    also won …"). The full name ends there: "SQLite Foreign Key Support" names no "Foreign"."""
     match = _LONE_NAME.match(sentence)
     if not match:
         return False
     name = match.group(1)
     if subject and name in subject.replace('"', " ").replace("“", " ").replace("”", " ").split():
         return False
-    for before in re.finditer(rf"\b([A-Z][\w'’\-]+) {re.escape(name)}\b", earlier):
-        if before.group(1) not in _NOT_A_FIRST_NAME:
-            return True
-    return False
+    pattern = re.compile(rf"\b([A-Z][\w'’\-]+) {re.escape(name)}\b(?!\s+[A-Z0-9(])")
+    return any(before.group(1) not in _NOT_A_FIRST_NAME for text in earlier for before in pattern.finditer(text))
 
 
 @dataclass
@@ -665,7 +664,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
             problem = "in the method section of a study: describes the study, not the world"
         text_out = _head_noun_subject(resolved or stripped, sentences[0], subject)
         problem = problem or standalone_problem(text_out) or inner_pronoun_problem(text_out, subject)
-        if problem is None and named_in_full_before(text_out, " ".join(sentences[:index]), subject):
+        if problem is None and named_in_full_before(text_out, sentences[:index], subject):
             problem = "a name the passage gave in full before (who is it?)"
         out.append(Candidate(sentence, text_out, problem))
         about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
