@@ -4,12 +4,13 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 115 sources —
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 132 sources —
 SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
-into tuning parts (dev, dev2: looked at while the rules were designed; their claims are the
-category classifier's examples), parts whose failures were read in a later session (heldout,
-fresh, blind2) and blind3, labeled and committed before the final rules ran on it. For each
+into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
+were designed; their claims are the category classifier's examples), parts whose failures were
+read in a later session (heldout, fresh, blind2) and blind4, labeled and committed before the
+third round's rules ran on it. For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract)
 and each split it prints:
