@@ -15,8 +15,8 @@ import pytest
 from deepresearch.config import EmbeddingConfig
 from deepresearch.models import embed, onnx_model
 from deepresearch.models.onnx_embed import CORRECTION_FILE, Correction, OnnxEmbedder
-from deepresearch.models.onnx_int8 import CALIBRATION_FILE, INT8_FORMAT, Graph
 from deepresearch.models.onnx_graph import fields
+from deepresearch.models.onnx_int8 import CALIBRATION_FILE, INT8_FORMAT, Graph
 
 CORRECTION = embed.SHIPPED_TOKENIZER / CORRECTION_FILE
 ACTIVATIONS = embed.SHIPPED_TOKENIZER / CALIBRATION_FILE
