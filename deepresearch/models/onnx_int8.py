@@ -166,24 +166,24 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(np.round(weight / scale), -127, 127).astype("i1"), scale
 
 
-def _prepared(name: str, linear_group: list[Linear], producer_op: str, maxima: np.ndarray | None):
-    """(divisor s or None, float outlier channels or None, the Mul node scaling the input or None)."""
+def plan(
+    producer_op: str, maxima: np.ndarray | None, weights: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(per-channel divisor s, channels kept in float or None) for an input made by `producer_op`
+    and read by `weights`; None: quantized as it is (no maxima, or another producer)."""
     import numpy as np
 
     if maxima is None:
-        return None, None, None
+        return None
     if producer_op == "LayerNormalization":
-        s = smoothing(maxima, [lin.weight for lin in linear_group])
-        return s, None, Node([name, f"{name}_int8_in"], [f"{name}_int8"], "Mul")
+        return smoothing(maxima, weights), None
     if producer_op == "BiasGelu":
-        outliers = np.sort(np.argsort(maxima)[-OUTLIERS:]).astype("<i8")
-        return np.ones(len(maxima), "<f4"), outliers, Node([name, f"{name}_int8_in"], [f"{name}_int8"], "Mul")
-    return None, None, None
+        return np.ones(len(maxima), "<f4"), np.sort(np.argsort(maxima)[-OUTLIERS:]).astype("<i8")
+    return None
 
 
 def quantized_nodes(graph: Graph, maxima: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Rewrite `graph.nodes` in place (module docstring); returns the initializers to add."""
-
     producer = links(graph.nodes)[0]
     groups: dict[str, list[Linear]] = {}
     for linear in linears(graph):
@@ -192,20 +192,23 @@ def quantized_nodes(graph: Graph, maxima: dict[str, np.ndarray]) -> dict[str, np
     replaced: dict[int, list[Node]] = {}
     for name, group in groups.items():
         source = producer.get(name)
-        s, outliers, scaling = _prepared(name, group, source.op_type if source else "", maxima.get(name))
-        if scaling is not None and s is not None:
+        chosen = plan(source.op_type if source else "", maxima.get(name), [lin.weight for lin in group])
+        s, outliers = chosen or (None, None)
+        x = name
+        if source is not None and s is not None:  # x / s (0 on float channels), once for the group
             divisor = (1 / s).astype("<f4")
             if outliers is not None:
-                divisor[outliers] = 0  # these channels go through the float product instead
-            added[scaling.inputs[1]] = divisor
-            anchor = source if source is not None else group[0].matmul
-            replaced.setdefault(id(anchor), [anchor]).append(scaling)
+                divisor[outliers] = 0
+            x, added[f"{name}_int8_in"] = f"{name}_int8", divisor
+            replaced[id(source)] = [source, Node([name, f"{name}_int8_in"], [x], "Mul")]
+        else:
+            s, outliers = None, None
         for linear in group:
-            nodes, tensors = _int8_linear(linear, scaling.outputs[0] if scaling else name, s, outliers)
+            nodes, tensors = _int8_linear(linear, x, s, outliers)
             added.update(tensors)
             replaced[id(linear.matmul)] = nodes
             if linear.bias_add is not None:
-                replaced[id(linear.bias_add)] = []
+                replaced[id(linear.bias_add)] = []  # the bias is DynamicQuantizeMatMul's
     graph.nodes = [new for node in graph.nodes for new in replaced.get(id(node), [node])]
     return added
 
