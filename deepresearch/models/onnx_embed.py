@@ -155,14 +155,13 @@ class OnnxEmbedder(Embedder):
 
     def _int8_model(self, rebuild: bool = False) -> Path | bytes | None:
         """The int8 corpus model (cached file, or bytes), or None when there is none for this file."""
-        if self.correction is None or self.correction.activations is None:
-            return None
         from deepresearch.models.onnx_int8 import quantized_model
         from deepresearch.models.shipped import model_cache_dir
 
         correction = self.correction
+        if correction is None or correction.activations is None:
+            return None
         cache = correction.cache_dir or model_cache_dir()
-        assert correction.activations is not None
         return quantized_model(self.onnx_path, correction.file, correction.activations, cache, rebuild=rebuild)
 
     def _runtime(self) -> Any:
@@ -218,8 +217,7 @@ class OnnxEmbedder(Embedder):
             # beside it raised the peak RSS of an ingest by ≈50 MiB (a caller still running it keeps it)
             self._session = None
             ort = self._runtime()
-            model = self._model()
-            session = self._built(ort, model, self._options(ort, optimized), self._model)
+            session, model = self._built(ort, self._model, self._options(ort, optimized))
             self._unpadded = model != self.onnx_path  # the rewritten model (onnx_graph.fused_attention)
             self._session, self._optimized = session, optimized
             return session
@@ -227,19 +225,21 @@ class OnnxEmbedder(Embedder):
     def _load_int8(self) -> Any:
         """The int8 corpus session (built once; the float session is let go first), or None."""
         with self._lock:
+            if self._int8 is None and (self.correction is None or self.correction.activations is None):
+                self._int8 = False  # corpus_precision: float, or no correction: documents go through embed_batch
             if self._int8 is None:
                 ort = self._runtime()
-                model = self._int8_model()
-                if model is None:
-                    self._int8 = False
-                else:
-                    self._session = None  # corpus add: the dimension probe's one-shot session
-                    self._int8 = self._built(ort, model, self._options(ort, True), self._int8_model)
+                self._session = None  # corpus add: the dimension probe's one-shot session
+                self._int8 = self._built(ort, self._int8_model, self._options(ort, True))[0] or False
             return self._int8 or None
 
-    def _built(self, ort: Any, model: Path | bytes, options: Any, source: Any) -> Any:
-        """A session of `model`; a cached copy that does not load is rebuilt once (`source(rebuild=True)`)."""
+    def _built(self, ort: Any, source: Any, options: Any) -> tuple[Any, Path | bytes | None]:
+        """(session, model) of what `source()` gives ((None, None) when it gives None); a cached copy
+        that does not load is rebuilt once (`source(rebuild=True)`)."""
         try:
+            model = source()
+            if model is None:
+                return None, None
             try:
                 session = self._session_of(ort, model, options)
             except Exception:
@@ -247,13 +247,14 @@ class OnnxEmbedder(Embedder):
                     raise
                 # a cached copy that does not load (truncated, overwritten) is rebuilt once
                 log.warning("the cached embedding model %s does not load; rebuilding it", model)
-                session = self._session_of(ort, source(rebuild=True), options)
+                model = source(rebuild=True)
+                session = self._session_of(ort, model, options)
         except Exception as exc:
             raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
         self._inputs = [i.name for i in session.get_inputs()]
         width = session.get_outputs()[0].shape[-1]
         self._dimension = int(width) if isinstance(width, int) else self._dimension
-        return session
+        return session, model
 
     @staticmethod
     def _session_of(ort: Any, model: Path | bytes, options: Any) -> Any:
