@@ -92,8 +92,8 @@ class EmbeddingConfig(_Section):
     )
     corpus_precision: Literal["int8", "float"] = Field(
         "int8",
-        description="onnx: corpus chunks embedded with int8 matrix products (≈1.7× the chunks/s, cosine"
-        " ≥ 0.998 to float; queries and facts stay float) | float (the float model for everything).",
+        description="onnx: corpus chunks embedded with int8 matrix products (≈2× the chunks/s, cosine"
+        " ≥ 0.997 to float; queries and facts stay float) | float (the float model for everything).",
     )
 
 
