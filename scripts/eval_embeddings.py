@@ -6,8 +6,10 @@
 
 Every unique STS-B dev sentence is embedded by the reference (sentence-transformers, torch)
 and by each ONNX candidate (the default `onnx` backend, the same int8 file without its
-weight correction, plus any `--onnx NAME=FILE`, all with the same tokenizer); the script
-prints the per-sentence cosine to the reference (min, 0.1th percentile, mean, share ≥ 0.999)
+weight correction, the int8 model the corpus is embedded with (`embed_documents`,
+`embedding.corpus_precision: int8`), plus any `--onnx NAME=FILE`, all with the same tokenizer);
+the script prints the per-sentence cosine to the reference and to the default onnx float model
+(min, 0.1th percentile, mean, share ≥ 0.999)
 and each backend's STS-B Spearman against the gold scores. With --reference-workspace (a
 workspace where `eval_retrieval.py` ingested SciFact with `--embedding-backend
 sentence-transformers`), the stored chunk vectors are the reference corpus and each
@@ -35,7 +37,8 @@ from deepresearch.config import EmbeddingConfig
 from deepresearch.db import connect
 from deepresearch.models.base import Embedder
 from deepresearch.models.embed import DEFAULT_MODEL_ID, get_embedder, onnx_files
-from deepresearch.models.onnx_embed import OnnxEmbedder
+from deepresearch.models.onnx_embed import CORRECTION_FILE, Correction, OnnxEmbedder
+from deepresearch.models.onnx_int8 import CALIBRATION_FILE
 
 
 def stsb(path: Path) -> tuple[list[str], list[tuple[int, int, float]]]:
@@ -81,6 +84,12 @@ def agreement(ref: np.ndarray, other: np.ndarray) -> dict[str, Any]:
     }
 
 
+def int8_correction() -> Correction:
+    """The shipped correction and activation maxima (the int8 corpus model of models/onnx_int8.py)."""
+    folder = onnx_files(None)[1].parent
+    return Correction(folder / CORRECTION_FILE, activations=folder / CALIBRATION_FILE)
+
+
 def top10(corpus: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-10 rows of `corpus` per query (by cosine) and the full score matrix."""
     scores = queries @ corpus.T
@@ -108,6 +117,17 @@ def compare_top10(ref_top: np.ndarray, ref_scores: np.ndarray, top: np.ndarray) 
         "max_gap_of_swapped": round(max(gaps), 5) if gaps else 0.0,
         "median_gap_of_swapped": round(statistics.median(gaps), 5) if gaps else 0.0,
     }
+
+
+class Documents(Embedder):
+    """An embedder's corpus path (`embed_documents`: the onnx backend's int8 model) as a candidate."""
+
+    def __init__(self, inner: Embedder):
+        self.inner = inner
+        self.model_id = inner.model_id
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
 
 
 def throughput(embedders: dict[str, Embedder], texts: list[str], rounds: int) -> dict[str, float]:
@@ -140,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     source, tokenizer = onnx_files(None)
     if getattr(default, "correction", None):  # the same int8 file without its weight correction
         candidates["onnx int8, no correction"] = OnnxEmbedder(source, tokenizer, DEFAULT_MODEL_ID, threads=args.threads)
+    candidates["onnx, corpus documents (corpus_precision: int8)"] = Documents(
+        OnnxEmbedder(source, tokenizer, DEFAULT_MODEL_ID, threads=args.threads, correction=int8_correction())
+    )
     for spec in args.onnx:
         name, _, file = spec.partition("=")
         candidates[name] = OnnxEmbedder(Path(file), tokenizer, DEFAULT_MODEL_ID, threads=args.threads)
@@ -155,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     out["stsb"]["sentence-transformers (reference)"] = {
         "spearman": round(spearman([float(ref_vectors[a] @ ref_vectors[b]) for a, b, _ in pairs], gold), 4)
     }
+    float_vectors = default.embed_batch(sentences)
     for name, embedder in candidates.items():
         vectors = embedder.embed_batch(sentences)
         row = agreement(ref_vectors, vectors)
+        row["to_onnx_default"] = agreement(float_vectors, vectors)
         row["spearman"] = round(spearman([float(vectors[a] @ vectors[b]) for a, b, _ in pairs], gold), 4)
         out["stsb"][name] = row
 

@@ -122,6 +122,22 @@ def tune(
     }
 
 
+def paired(ours: dict[str, float], theirs: dict[str, float], rounds: int = 10000) -> dict[str, float]:
+    """Mean per-query nDCG@10 difference (ours − theirs) with a 95 % paired bootstrap interval over
+    the queries (the run-to-run noise of a mean over these queries, not of the model)."""
+    import random
+
+    diffs = [ours[q] - theirs[q] for q in ours if q in theirs]
+    rng = random.Random(13)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(rounds))
+    return {
+        "queries": len(diffs),
+        "mean_difference": round(statistics.fmean(diffs), 4),
+        "ci95": [round(means[int(0.025 * rounds)], 4), round(means[int(0.975 * rounds)], 4)],
+        "queries_changed": sum(1 for d in diffs if abs(d) > 1e-9),
+    }
+
+
 def evaluate(corpus: Corpus, mode: str, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict:
     """nDCG@10, R@100 and search latency of one mode through `Corpus.search` (the product path)."""
     ndcg, recall, latency = [], [], []
@@ -138,6 +154,7 @@ def evaluate(corpus: Corpus, mode: str, queries: dict[str, str], qrels: dict[str
         corpus.search(queries[qid], 5, mode=mode)
         top5.append((time.perf_counter() - started) * 1000)
     return {
+        "per_query_ndcg@10": dict(zip(qrels, ndcg, strict=True)),
         "ndcg@10": round(statistics.fmean(ndcg), 4),
         "recall@100": round(statistics.fmean(recall), 4),
         "p50_ms": round(statistics.median(latency), 2),
@@ -157,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--embedding-backend", help="embedding.backend for the full ingest (default: the config's, auto)"
     )
+    parser.add_argument(
+        "--corpus-precision", choices=("int8", "float"), help="embedding.corpus_precision (default: the config's)"
+    )
+    parser.add_argument("--per-query", type=Path, help="write each mode's per-query nDCG@10 to this JSON file")
+    parser.add_argument("--paired", type=Path, help="a --per-query file of another run: paired differences")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -179,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         out["ingest_bm25_only"] = ingest(base, data)
         ws = Workspace.open(
             args.workspace or Path(tmp) / "full",
-            overrides={"embedding.backend": args.embedding_backend},
+            overrides={
+                "embedding.backend": args.embedding_backend,
+                "embedding.corpus_precision": args.corpus_precision,
+            },
         )
         corpus = Corpus.from_workspace(ws) if needs_vectors else base
         if needs_vectors:
@@ -224,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
             out["modes"]["hybrid_tuned"] = evaluate(corpus, "hybrid", queries, qrels)
         base_ws.close()
         ws.close()
+    per_query = {mode: row.pop("per_query_ndcg@10") for mode, row in out["modes"].items()}
+    if args.per_query:
+        args.per_query.write_text(json.dumps(per_query), encoding="utf-8")
+    if args.paired:
+        other = json.loads(args.paired.read_text(encoding="utf-8"))
+        out["paired_vs_" + args.paired.name] = {m: paired(per_query[m], other[m]) for m in per_query if m in other}
 
     if args.json:
         print(json.dumps(out, indent=2))

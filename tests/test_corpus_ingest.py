@@ -249,7 +249,8 @@ def test_streamed_ingest_memory_does_not_grow_with_the_file(tmp_path: Path) -> N
 
 def test_same_chunk_ids_and_vectors_as_a_one_phase_ingest(tmp_path: Path, real_embedder) -> None:  # type: ignore[no-untyped-def]
     """The shipped sample corpus through the real model: chunk ids in file order and each file's
-    vectors as one embed call over its chunks (what the one-phase ingest stored) — equal."""
+    vectors as one call of the corpus path over its chunks (`embed_documents`, the int8 model by
+    default: what a one-phase ingest with the same embedder stores) — equal."""
     folder = ROOT / "docs" / "corpus"
     config = CorpusConfig()
     conn = connect(tmp_path / "ws.db")
@@ -264,7 +265,7 @@ def test_same_chunk_ids_and_vectors_as_a_one_phase_ingest(tmp_path: Path, real_e
         doc = readers.read_file(path)
         texts = [f"{doc.title}\n{c}" for c in chunk_text(doc.text, config.chunk_words, config.chunk_overlap)]
         expected += [(len(expected) + 1 + n, t) for n, t in enumerate(texts)]
-        vectors.append(real_embedder.embed_batch(texts))
+        vectors.append(real_embedder.embed_documents(texts))
     rows = conn.execute(
         "select c.id, d.title || char(10) || c.text from corpus_chunks c join corpus_documents d on d.id = c.doc_id"
         " order by c.id"

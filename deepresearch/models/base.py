@@ -78,6 +78,11 @@ class Embedder(ABC):
         """Embed one text into a float32 vector of length `dimension`."""
         return self.embed_batch([text])[0]
 
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Embed corpus chunks in bulk (as `embed_batch` unless a backend has a faster approximation
+        for them, e.g. the onnx backend's int8 model); queries and facts use `embed_batch`/`embed`."""
+        return self.embed_batch(texts)
+
 
 ChatModelFactory = Callable[["LLMConfig"], ChatModel]
 EmbedderFactory = Callable[["EmbeddingConfig"], Embedder]

@@ -152,10 +152,13 @@ def _sentence_transformers(config: EmbeddingConfig) -> Embedder:
 
 @register_embedder("onnx")
 def _onnx(config: EmbeddingConfig) -> Embedder:
-    from deepresearch.models.onnx_embed import CORRECTION_FILE, OnnxEmbedder, max_seq_length
+    from deepresearch.models.onnx_embed import CORRECTION_FILE, Correction, OnnxEmbedder, max_seq_length
+    from deepresearch.models.onnx_int8 import CALIBRATION_FILE
 
     onnx_path, tokenizer_path = onnx_files(config.model)
     correction = tokenizer_path.parent / CORRECTION_FILE
+    activations = tokenizer_path.parent / CALIBRATION_FILE
+    int8 = config.corpus_precision == "int8" and activations.is_file()
     return OnnxEmbedder(
         onnx_path,
         tokenizer_path,
@@ -163,7 +166,7 @@ def _onnx(config: EmbeddingConfig) -> Embedder:
         max_length=max_seq_length(tokenizer_path.parent),
         batch_size=config.batch_size,
         threads=config.threads,
-        correction=correction if correction.is_file() else None,
+        correction=Correction(correction, activations=activations if int8 else None) if correction.is_file() else None,
     )
 
 

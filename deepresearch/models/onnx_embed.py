@@ -103,6 +103,8 @@ class Correction:
 
     file: Path
     cache_dir: Path | None = None  # None: the user's model cache (models/shipped.model_cache_dir)
+    # Activation maxima for the int8 corpus model (models/onnx_int8.py); None: documents float
+    activations: Path | None = None
 
 
 class OnnxEmbedder(Embedder):
@@ -128,6 +130,7 @@ class OnnxEmbedder(Embedder):
         self.threads = threads
         self._session: Any = None
         self._optimized = False
+        self._int8: Any = None  # the int8 session of `embed_documents`, False when it cannot be built
         self._tokenizer: Any = None
         self._inputs: list[str] = []
         self._dimension: int | None = None
@@ -150,6 +153,62 @@ class OnnxEmbedder(Embedder):
             self._source = self.onnx_path if model is None else model
         return self._source
 
+    def _int8_model(self, rebuild: bool = False) -> Path | bytes | None:
+        """The int8 corpus model (cached file, or bytes), or None when there is none for this file."""
+        from deepresearch.models.onnx_int8 import quantized_model
+        from deepresearch.models.shipped import model_cache_dir
+
+        correction = self.correction
+        if correction is None or correction.activations is None:
+            return None
+        cache = correction.cache_dir or model_cache_dir()
+        return quantized_model(self.onnx_path, correction.file, correction.activations, cache, rebuild=rebuild)
+
+    def _runtime(self) -> Any:
+        """onnxruntime, with the model files and the tokenizer checked and loaded once."""
+        for path in (self.onnx_path, self.tokenizer_path):
+            if not path.is_file():
+                raise ModelNotFound(
+                    f"embedding model file not found: {path} — set embedding.model to a folder holding"
+                    " model.onnx and tokenizer.json, or embedding.backend: sentence-transformers"
+                )
+        try:
+            ort = import_onnxruntime()
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ModelNotFound(
+                f"the onnx embedding backend needs onnxruntime and tokenizers ({exc.name} is missing)"
+                " — pip install onnxruntime tokenizers, or set embedding.backend: sentence-transformers"
+            ) from None
+        if self._tokenizer is None:
+            try:
+                tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+            except Exception as exc:
+                raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
+            # tokenizer.json may pin a fixed padding/truncation (all-MiniLM-L6-v2's pads to
+            # 128); sentence-transformers truncates at max_seq_length and pads per batch.
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=self.max_length)
+            self._tokenizer = tokenizer
+        return ort
+
+    def _options(self, ort: Any, optimized: bool) -> Any:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads or 0  # 0 = onnxruntime's choice (all cores)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # warnings about unused initializers are noise here
+        if not optimized:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        else:  # bulk: activations go back to the system after each batch instead of an arena
+            options.enable_cpu_mem_arena = False
+            _return_large_buffers()
+            # Idle pool threads sleep instead of spinning: a spinning thread burns the time
+            # the ingest's own reader thread (and any other job) needs, and on a busy machine
+            # a descheduled thread keeps the others spinning at each barrier (paired, load
+            # 7-9: 1.6× the speed without spinning; session 12 in docs/BENCHMARKS.md).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return options
+
     def _load(self, optimized: bool = False) -> Any:
         with self._lock:
             if self._session is not None and (self._optimized or not optimized):
@@ -157,59 +216,45 @@ class OnnxEmbedder(Embedder):
             # a one-shot session giving way to the bulk one is let go first: building the bulk session
             # beside it raised the peak RSS of an ingest by ≈50 MiB (a caller still running it keeps it)
             self._session = None
-            for path in (self.onnx_path, self.tokenizer_path):
-                if not path.is_file():
-                    raise ModelNotFound(
-                        f"embedding model file not found: {path} — set embedding.model to a folder holding"
-                        " model.onnx and tokenizer.json, or embedding.backend: sentence-transformers"
-                    )
-            try:
-                ort = import_onnxruntime()
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise ModelNotFound(
-                    f"the onnx embedding backend needs onnxruntime and tokenizers ({exc.name} is missing)"
-                    " — pip install onnxruntime tokenizers, or set embedding.backend: sentence-transformers"
-                ) from None
-            try:
-                if self._tokenizer is None:
-                    tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
-                    # tokenizer.json may pin a fixed padding/truncation (all-MiniLM-L6-v2's pads to
-                    # 128); sentence-transformers truncates at max_seq_length and pads per batch.
-                    tokenizer.no_padding()
-                    tokenizer.enable_truncation(max_length=self.max_length)
-                    self._tokenizer = tokenizer
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = self.threads or 0  # 0 = onnxruntime's choice (all cores)
-                options.inter_op_num_threads = 1
-                options.log_severity_level = 3  # warnings about unused initializers are noise here
-                if not optimized:
-                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-                else:  # bulk: activations go back to the system after each batch instead of an arena
-                    options.enable_cpu_mem_arena = False
-                    _return_large_buffers()
-                    # Idle pool threads sleep instead of spinning: a spinning thread burns the time
-                    # the ingest's own reader thread (and any other job) needs, and on a busy machine
-                    # a descheduled thread keeps the others spinning at each barrier (paired, load
-                    # 7-9: 1.6× the speed without spinning; session 12 in docs/BENCHMARKS.md).
-                    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                model = self._model()
-                try:
-                    session = self._session_of(ort, model, options)
-                except Exception:
-                    if not isinstance(model, Path) or model == self.onnx_path:
-                        raise
-                    # a cached copy that does not load (truncated, overwritten) is rebuilt once
-                    log.warning("the cached embedding model %s does not load; rebuilding it", model)
-                    session = self._session_of(ort, self._model(rebuild=True), options)
-            except Exception as exc:
-                raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
-            self._inputs = [i.name for i in session.get_inputs()]
+            ort = self._runtime()
+            session, model = self._built(ort, self._model, self._options(ort, optimized))
             self._unpadded = model != self.onnx_path  # the rewritten model (onnx_graph.fused_attention)
-            width = session.get_outputs()[0].shape[-1]
-            self._dimension = int(width) if isinstance(width, int) else None
             self._session, self._optimized = session, optimized
             return session
+
+    def _load_int8(self) -> Any:
+        """The int8 corpus session (built once; the float session is let go first), or None."""
+        with self._lock:
+            if self._int8 is None and (self.correction is None or self.correction.activations is None):
+                self._int8 = False  # corpus_precision: float, or no correction: documents go through embed_batch
+            if self._int8 is None:
+                ort = self._runtime()
+                self._session = None  # corpus add: the dimension probe's one-shot session
+                self._int8 = self._built(ort, self._int8_model, self._options(ort, True))[0] or False
+            return self._int8 or None
+
+    def _built(self, ort: Any, source: Any, options: Any) -> tuple[Any, Path | bytes | None]:
+        """(session, model) of what `source()` gives ((None, None) when it gives None); a cached copy
+        that does not load is rebuilt once (`source(rebuild=True)`)."""
+        try:
+            model = source()
+            if model is None:
+                return None, None
+            try:
+                session = self._session_of(ort, model, options)
+            except Exception:
+                if not isinstance(model, Path) or model == self.onnx_path:
+                    raise
+                # a cached copy that does not load (truncated, overwritten) is rebuilt once
+                log.warning("the cached embedding model %s does not load; rebuilding it", model)
+                model = source(rebuild=True)
+                session = self._session_of(ort, model, options)
+        except Exception as exc:
+            raise ModelError(f"cannot load embedding model {self.onnx_path}: {exc}") from exc
+        self._inputs = [i.name for i in session.get_inputs()]
+        width = session.get_outputs()[0].shape[-1]
+        self._dimension = int(width) if isinstance(width, int) else self._dimension
+        return session, model
 
     @staticmethod
     def _session_of(ort: Any, model: Path | bytes, options: Any) -> Any:
@@ -224,7 +269,7 @@ class OnnxEmbedder(Embedder):
             self._dimension = int(self.embed_batch(["dimension probe"]).shape[1])
         return self._dimension
 
-    def batches(self, lengths: list[int], same_length: bool = False) -> list[list[int]]:
+    def batches(self, lengths: list[int], same_length: bool = False, rows: int | None = None) -> list[list[int]]:
         """Indexes grouped into batches within the token budget: texts of similar length (padded to the
         longest), or of one length (`same_length`: no padding, for the rewritten model)."""
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -232,7 +277,7 @@ class OnnxEmbedder(Embedder):
         current: list[int] = []
         for index in order:
             # lengths ascend, so this text is the longest of the batch it joins
-            full = len(current) >= self.batch_size or (len(current) + 1) * lengths[index] > TOKENS_PER_BATCH
+            full = len(current) >= (rows or self.batch_size) or (len(current) + 1) * lengths[index] > TOKENS_PER_BATCH
             if current and (full or (same_length and lengths[current[0]] != lengths[index])):
                 out.append(current)
                 current = []
@@ -244,21 +289,36 @@ class OnnxEmbedder(Embedder):
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Embed `texts` (any number): tokenized `TOKENIZE_TEXTS` at a time, run in length-sorted
         batches, mean-pooled, unit length; memory beyond the result does not grow with the count."""
+        # after corpus documents were embedded here (the int8 session), this is a bulk process (an
+        # eval, a research run that ingests): its queries get the optimized session, as they did
+        # when the documents went through the float one (SciFact: p50 query latency 4× otherwise)
+        session = self._load(optimized=len(texts) >= BULK_TEXTS or bool(self._int8))
+        return self._embed(session, texts, self.batch_size)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Embed corpus chunks with the int8 model (`Correction.activations`; models/onnx_int8.py),
+        one text per run so that a vector does not depend on its batch; the float model (as
+        `embed_batch`) when there is none. Queries and facts always go through `embed_batch`."""
+        session = self._load_int8() if texts else None
+        if session is None:
+            return self.embed_batch(texts)
+        return self._embed(session, texts, 1)
+
+    def _embed(self, session: Any, texts: list[str], rows: int) -> np.ndarray:
         import numpy as np
 
-        session = self._load(optimized=len(texts) >= BULK_TEXTS)
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
         result: np.ndarray | None = None
         for start in range(0, len(texts), TOKENIZE_TEXTS):
-            part = self._embed_part(session, texts[start : start + TOKENIZE_TEXTS])
+            part = self._embed_part(session, texts[start : start + TOKENIZE_TEXTS], rows)
             if result is None:
                 result = np.empty((len(texts), part.shape[1]), dtype=np.float32)
             result[start : start + len(part)] = part
         assert result is not None
         return result
 
-    def _embed_part(self, session: Any, texts: list[str]) -> np.ndarray:
+    def _embed_part(self, session: Any, texts: list[str], rows: int) -> np.ndarray:
         import numpy as np
 
         # The window is max_length tokens: a text far longer is cut before the tokenizer sees it
@@ -267,7 +327,8 @@ class OnnxEmbedder(Embedder):
         encodings = self._tokenizer.encode_batch([str(t)[:limit].strip() for t in texts])
         lengths = [len(e.ids) for e in encodings]
         result = np.empty((len(texts), 0), dtype=np.float32)
-        for batch in self.batches(lengths, self._unpadded):
+        unpadded = self._unpadded or session is self._int8
+        for batch in self.batches(lengths, unpadded, rows):
             width = max(lengths[i] for i in batch)
             feeds = {
                 name: np.zeros((len(batch), width), dtype=np.int64)

@@ -131,12 +131,12 @@ def attribute_int(name: str, value: int) -> bytes:
 _CAST_TO_FLOAT = attribute_int("to", 1)
 
 
-def _contrib(inputs: list[str], outputs: list[str], op_type: str, attributes: bytes = b"") -> Node:
+def contrib(inputs: list[str], outputs: list[str], op_type: str, attributes: bytes = b"") -> Node:
     domain = MS_DOMAIN.encode()
     return Node(inputs, outputs, op_type, attributes + length_delimited(7, len(domain)) + domain)
 
 
-def _links(nodes: list[Node]) -> tuple[dict[str, Node], dict[str, list[Node]]]:
+def links(nodes: list[Node]) -> tuple[dict[str, Node], dict[str, list[Node]]]:
     """(producer by output name, consumers by input name)."""
     consumers: dict[str, list[Node]] = {}
     for node in nodes:
@@ -157,7 +157,7 @@ def lookup_before_dequantize(nodes: list[Node], shapes: dict[str, list[int]]) ->
     The same numbers, but a one-shot query dequantizes the rows it looks up instead of the whole
     30,522 × 384 token table (two 47 MB float32 temporaries per call). Only for a per-row scale
     (shape [rows, 1]) and a table read by axis-0 Gathers alone."""
-    producer, consumers = _links(nodes)
+    producer, consumers = links(nodes)
     dropped: set[int] = set()
     out: list[Node] = []
     for node in nodes:
@@ -191,7 +191,7 @@ def without_nan_guard(nodes: list[Node]) -> list[Node]:
     a fully masked row): every row here sees at least [CLS] and [SEP], so the guard never fires,
     and on 256-token chunks its two passes over the [batch, heads, tokens, tokens] scores cost
     ≈20 % of the run (onnxruntime profile)."""
-    producer = _links(nodes)[0]
+    producer = links(nodes)[0]
     renamed: dict[str, str] = {}
     dropped: set[int] = set()
     for node in nodes:
@@ -210,7 +210,7 @@ def without_nan_guard(nodes: list[Node]) -> list[Node]:
 
 def fused_gelu(nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[str, float]) -> list[Node]:
     """`y = x · ½(1 + erf(x / √2))` on `x = MatMul + bias` as one com.microsoft BiasGelu(MatMul, bias)."""
-    producer, consumers = _links(nodes)
+    producer, consumers = links(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for erf in (n for n in nodes if n.op_type == "Erf"):
@@ -232,7 +232,7 @@ def fused_gelu(nodes: list[Node], shapes: dict[str, list[int]], scalars: dict[st
             or biased.outputs[0] not in out.inputs
         ):
             continue
-        replaced[id(out)] = _contrib(biased.inputs, out.outputs, "BiasGelu")
+        replaced[id(out)] = contrib(biased.inputs, out.outputs, "BiasGelu")
         dropped.update(map(id, (biased, div, erf, one, half)))
     return [replaced.get(id(n), n) for n in nodes if id(n) not in dropped]
 
@@ -273,7 +273,7 @@ def fused_attention(nodes: list[Node], shapes: dict[str, list[int]], scalars: di
     """Each exported `softmax(q·kᵀ·scale + mask_bias)·v` with its head split and merge as one
     com.microsoft MultiHeadAttention on the projections, without the mask: only where the mask is
     the key padding of `attention_mask`, which an unpadded batch (all rows one length) never needs."""
-    producer, consumers = _links(nodes)
+    producer, consumers = links(nodes)
     replaced: dict[int, Node] = {}
     for softmax in (n for n in nodes if n.op_type == "Softmax"):
         add = producer.get(softmax.inputs[0])
@@ -297,7 +297,7 @@ def fused_attention(nodes: list[Node], shapes: dict[str, list[int]], scalars: di
         if not (math.isclose(heads, round(heads), rel_tol=1e-4) and heads >= 1):
             continue
         projections, heads_attribute = [query[0], key[0], value[0]], attribute_int("num_heads", round(heads))
-        replaced[id(reshape)] = _contrib(projections, reshape.outputs, "MultiHeadAttention", heads_attribute)
+        replaced[id(reshape)] = contrib(projections, reshape.outputs, "MultiHeadAttention", heads_attribute)
     return [replaced.get(id(n), n) for n in nodes]
 
 

@@ -161,9 +161,9 @@ def rewrite(buf: bytes | mmap.mmap, replacements: dict[str, np.ndarray]) -> list
     return model
 
 
-def cache_key(*paths: Path) -> str:
-    """sha256 over FORMAT and the files' bytes (the ONNX file and its correction), shortened."""
-    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+def cache_key(*paths: Path, salt: str = "") -> str:
+    """sha256 over FORMAT, `salt` and the files' bytes (the ONNX file and its correction), shortened."""
+    digest = hashlib.sha256(f"format {FORMAT}\n{salt}".encode())
     for path in paths:
         with path.open("rb") as handle:
             digest.update(hashlib.file_digest(handle, "sha256").digest())
@@ -176,23 +176,38 @@ def corrected_model(
     """The corrected model: a file in `cache_dir` (built on first use), its bytes if that folder cannot
     be written or is not private, or None when the correction does not fit the ONNX file (use the file
     as it is). A cached file is used only while it is verified (`verified`); else it is rebuilt."""
-    target = cache_dir / f"{onnx_path.stem}-corrected-{cache_key(onnx_path, correction)}.onnx"
-    unsafe = folder_problem(cache_dir)
-    if unsafe is None and not rebuild and os.path.lexists(target):
-        problem = verified(target)
-        if problem is None:
-            return target
-        log.warning("%s; rebuilding it", problem)
+    stem = f"{onnx_path.stem}-corrected"
+    target = cache_dir / f"{stem}-{cache_key(onnx_path, correction)}.onnx"
+    hit, unsafe = cached(target, cache_dir, rebuild)
+    if hit is not None:
+        return hit
     weights = corrected_weights(onnx_path, correction)
     if weights is None:
         return None
     with onnx_path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as raw:
         pieces = rewrite(raw, weights)
     del weights
+    return stored(target, pieces, stem, unsafe)
+
+
+def cached(target: Path, cache_dir: Path, rebuild: bool) -> tuple[Path | None, str | None]:
+    """(`target` if it is there and verified, else None; why `cache_dir` cannot be trusted, or None)."""
+    unsafe = folder_problem(cache_dir)
+    if unsafe is None and not rebuild and os.path.lexists(target):
+        problem = verified(target)
+        if problem is None:
+            return target, None
+        log.warning("%s; rebuilding it", problem)
+    return None, unsafe
+
+
+def stored(target: Path, pieces: list[bytes], prefix: str, unsafe: str | None) -> Path | bytes:
+    """The built model written as `target` (older `prefix-*` copies removed), or its bytes where the
+    cache folder is not private (`unsafe`) or cannot be written."""
     if unsafe is not None:
-        log.warning("%s; the corrected embedding model is built in memory instead (≈0.3 s per process)", unsafe)
+        log.warning("%s; the embedding model is built in memory instead (≈0.3 s per process)", unsafe)
         return b"".join(pieces)
-    return _write(target, pieces, onnx_path.stem)
+    return _write(target, pieces, prefix)
 
 
 # --- the cached file is trusted by its content, not its name ---------------------------------
@@ -259,7 +274,7 @@ def _record(target: Path, digest: str) -> None:
     os.replace(tmp, record_path)
 
 
-def _write(target: Path, pieces: list[bytes], stem: str) -> Path | bytes:
+def _write(target: Path, pieces: list[bytes], prefix: str) -> Path | bytes:
     """Write the model into its private cache folder with its sha256 record; its bytes if that fails."""
     cache_dir = target.parent
     tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
@@ -278,8 +293,8 @@ def _write(target: Path, pieces: list[bytes], stem: str) -> Path | bytes:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         return b"".join(pieces)
-    log.info("wrote the corrected embedding model %s", target)
-    for stale in cache_dir.glob(f"{stem}-corrected-*.onnx*"):
+    log.info("wrote the embedding model %s", target)
+    for stale in cache_dir.glob(f"{prefix}-*.onnx*"):
         if stale.name not in (target.name, target.name + RECORD_SUFFIX) and not stale.name.endswith(".part"):
             with contextlib.suppress(OSError):  # made from an older source or rewrite (34 MB each)
                 stale.unlink()

@@ -302,7 +302,7 @@ class VectorFiller:
         while not self._stop.is_set():
             rows = vectors.missing(after, self.pool)
             if rows:
-                count = vectors.store(rows, embedder.embed_batch([text for _, text in rows]))
+                count = vectors.store(rows, embedder.embed_documents([text for _, text in rows]))
                 self.done += count
                 stored = stored or count > 0
                 after = rows[-1][0]
