@@ -161,9 +161,14 @@ def chain_text(state: ResearchState, sid: str) -> str:
     return " ".join(parts)
 
 
+def name_of(title: str) -> str:
+    """The name part of a title: "Laie, Hawaii" → "Laie", "Eddie Irvine (driver)" → "Eddie Irvine"."""
+    return re.split(r"[,(]", title, maxsplit=1)[0].strip()
+
+
 def _title_head(title: str) -> str:
-    """The name part of a title: "Laie, Hawaii" → "laie", "Eddie Irvine (driver)" → "eddie irvine"."""
-    return re.split(r"[,(]", title, maxsplit=1)[0].strip().lower()
+    """The name part of a title, lower-cased."""
+    return name_of(title).lower()
 
 
 def support_text(state: ResearchState, sid: str, passages: list[str]) -> str:

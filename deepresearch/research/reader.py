@@ -26,6 +26,7 @@ from deepresearch.research.evidence import (
     cited_passages,
     index_sources,
     key_weights,
+    name_of,
     ranked_pool,
     sentence_score,
 )
@@ -437,11 +438,6 @@ def linked_passages(state: ResearchState, cited: list[str]) -> list[str]:
     ranked = [sid for sid, _ in ranked_pool(state) if sid not in cited]
     linked = [sid for sid in ranked if any(names(c, sid) or names(sid, c) for c in cited)]
     return linked[:CHAIN_LINKS]
-
-
-def name_of(title: str) -> str:
-    """The name part of a title: "Laie, Hawaii" → "Laie", "Eddie Irvine (driver)" → "Eddie Irvine"."""
-    return re.split(r"[,(]", title, maxsplit=1)[0].strip()
 
 
 def named_by_question(state: ResearchState, sid: str) -> bool:

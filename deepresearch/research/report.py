@@ -4,8 +4,9 @@ The Answer section opens with the answer step's short answer in bold (a span the
 states, yes/no, or an option) followed by the sentences that state it; with no supported
 answer it says so and shows the closest sentences, with no bold guess. Only passages that
 support the answer or a part of the question, or link them by name, are cited
-(`reader.supporting_passages`); the others are named as searched, not cited. Every citation number resolves to a passage the run retrieved or to a KB fact's
-stored source; a fact in an open KB conflict says so next to the claim.
+(`reader.supporting_passages`); the others are named as searched, not cited. Every citation
+number resolves to a passage the run retrieved or to a KB fact's stored source; a fact in an
+open KB conflict says so next to the claim.
 """
 
 from __future__ import annotations
