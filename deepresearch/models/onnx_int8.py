@@ -4,10 +4,10 @@
 which every `MatMul(x, Cast(w) × scale)` is a com.microsoft `DynamicQuantizeMatMul`: int8 weights
 with one scale per output column, the activations quantized per call to uint8 with one scale per
 tensor, products in integers (VNNI/AMX on CPUs that have them: ≈ 2× the float model's chunks
-per second on 256-token chunks; a 766-page folder's vectors in 0.50× the time, docs/BENCHMARKS.md
-session 13). A per-tensor scale is what breaks plain int8 here (session 10: cosine 0.977 to the
-float model at worst on STS-B): a few channels of the activations are 10-15× larger than the
-rest and set the step for all of them.
+per second on 256-token chunks; a 766-page folder's vectors in 0.64× the time on a nearly quiet
+machine, docs/BENCHMARKS.md session 13). A per-tensor scale is what breaks plain int8 here
+(session 10: cosine 0.977 to the float model at worst on STS-B): a few channels of the
+activations are 10-15× larger than the rest and set the step for all of them.
 Two measured remedies, chosen by what produces the input (`int8-activations.npz` holds each
 input's largest value per channel, measured on HotpotQA paragraphs by
 scripts/make_int8_calibration.py — neither the SciFact nor the STS-B sets the figures are
