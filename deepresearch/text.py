@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Sentence ends: Latin punctuation followed by space/end, or CJK full-width punctuation.
+# Sentence ends: Latin punctuation followed by space/end, or CJK full-width punctuation. The next sentence
+# may open with a quote, a bracket or a Markdown code span ("`research --json` carries …").
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff])|(?<=[。！？；])"
+    r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F\u3400-\u4dbf\u4e00-\u9fff]|`)|(?<=[。！？；])"
 )
 _ABBREVIATIONS = (
     "e.g.",
