@@ -307,3 +307,24 @@ def test_a_chain_cites_its_middle_passage_and_not_the_passages_it_never_names():
     for sid in many:  # a title every passage names cites at most CHAIN_LINKS of them
         state.sources.append(Source(sid, f"file:///c/{sid}", "Other", "A page that names Seattle.", "q", 1))
     assert len(linked_passages(state, ["S2"])) == CHAIN_LINKS
+
+
+def test_the_passage_stating_most_of_the_question_is_cited_only_when_no_cited_one_states_part_of_it():
+    from deepresearch.research.reader import question_shares, supporting_passages
+    from deepresearch.research.state import Sentence
+
+    state = _chain_state()
+    stated = "The performers of Brother formed in a city whose average snowfall is 6.8 inches."
+    state.sources.append(Source("S6", "file:///c/6", "Notes", stated, "q", 1, sentences=[Sentence(stated, 0, 0)]))
+    pool = ["S1", "S2", "S3", "S6"]
+    # The answer rests on Riemann (a wrong reading): nothing cited states part of the question,
+    # so the passage that states most of it is cited beside it.
+    wrong = {"text": "1854", "sids": ["S5"], "method": "reader"}
+    assert question_shares(state, ["S5"])["S5"] < 0.3
+    assert "S6" in supporting_passages(state, wrong, pool)
+    # The answer's passage states most of the question itself: no other is added for that reason.
+    right = {"text": "6.8 inches", "sids": ["S6"], "method": "reader"}
+    stated2 = "The performers formed in a city whose average snowfall was measured."  # names no title
+    state.sources.append(Source("S7", "file:///c/7", "Climate", stated2, "q", 1, sentences=[Sentence(stated2, 0, 0)]))
+    assert question_shares(state, ["S6"])["S6"] >= 0.3
+    assert "S7" not in supporting_passages(state, right, [*pool, "S7"])
