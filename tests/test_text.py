@@ -43,3 +43,20 @@ def test_truncate():
 def test_split_never_loses_words(text):
     joined = " ".join(split_sentences(text))
     assert sorted(words(joined)) == sorted(words(text))
+
+
+def test_an_initial_inside_a_name_does_not_end_a_sentence():
+    text = (
+        "Novels by J. K. Rowling sold well. He was the brother of Albert E. Smith. SQLite is written in C. "
+        "Davina McCall presented it. It was during World War I. The war ended. Take vitamin D. Then rest."
+    )
+    assert split_sentences(text) == [
+        "Novels by J. K. Rowling sold well.",
+        "He was the brother of Albert E. Smith.",
+        "SQLite is written in C.",
+        "Davina McCall presented it.",
+        "It was during World War I.",
+        "The war ended.",
+        "Take vitamin D.",
+        "Then rest.",
+    ]

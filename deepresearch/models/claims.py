@@ -70,7 +70,7 @@ import re
 from dataclasses import dataclass
 
 from deepresearch.grounding import block_sentences, looks_like_claim
-from deepresearch.text import has_cjk, normalize_space
+from deepresearch.text import SENTENCE_OPENER, has_cjk, normalize_space
 
 # --- whole sentences ----------------------------------------------------------------------
 
@@ -137,12 +137,7 @@ def is_whole(sentence: str) -> bool:
 # ~170 that open with one of these words ~92 % are true starts; of the ~145 that open with another capitalized
 # word ("Alterations of …", "Edward Stafford …") about half are (a coin flip: kept). eval_extraction.py
 # --chunk-edges; docs/BENCHMARKS.md, session 13.
-_SENTENCE_OPENER = re.compile(
-    r"^(?:The|A|An|In|If|When|This|These|That|Those|It|For|Each|Every|All|Some|Most|Many|No|There|As|On|At|By|"
-    r"To|With|Without|After|Before|Since|Because|Although|While|Once|Unless|Until|Only|One|Two|However|But|And|"
-    r"Also|Note|Any|Such|Other|Its|Their|We|You|Our|Your|Both|Either|Neither|From|Of|Under|During|Within|"
-    r"Instead|Thus|Hence|So|Then|Even|Where|Whether|What|Which|Who|How|Why|Here|Suppose|Consider|Use|See)\b"
-)
+_SENTENCE_OPENER = SENTENCE_OPENER
 
 
 def window_start_doubtful(sentences: list[str]) -> bool:
