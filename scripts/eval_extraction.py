@@ -56,10 +56,11 @@ FLAGS = ("standalone", "claim", "complete")
 # blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
 # before the rules written from them ran on it.
 # blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4")
-# "main": the extraction as merged after session 13's second round (its rules and classifier), run from
+# blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
+# "main": the extraction as merged after session 13 (round 3's rules and classifier; session 14's start), run from
 # this commit's package in a subprocess, so the new rules are compared with it in the same run.
-MAIN_COMMIT = "300a709"
+MAIN_COMMIT = "0954d8f"
 EXTRACTORS = ("baseline", "main", "new")
 
 
