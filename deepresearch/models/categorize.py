@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from deepresearch.models.base import Embedder
     from deepresearch.models.llm import ChatModel
+    from deepresearch.models.standalone import StandaloneModel
 
 log = logging.getLogger(__name__)
 
@@ -335,12 +336,20 @@ class LinearCategorizer(_EmbeddingCategorizer):
     name = "linear"
 
     def __init__(
-        self, embedder: Embedder, margin: float = LINEAR_UNSURE_MARGIN, examples: list[tuple[str, str]] | None = None
+        self,
+        embedder: Embedder,
+        margin: float = LINEAR_UNSURE_MARGIN,
+        examples: list[tuple[str, str]] | None = None,
+        standalone: StandaloneModel | None = None,
     ):
+        from deepresearch.models.standalone import StandaloneCheck, shipped_model
+
         self.embedder = embedder
         self.margin = margin
         self.examples = examples  # None: the shipped examples (models/data/category_examples.json)
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
+        # the learned stands-alone check on the same embeddings (models/standalone.py; None: the shipped weights)
+        self.standalone = StandaloneCheck(embedder, standalone or shipped_model())
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray]:
         if self._weights is None:

@@ -239,7 +239,7 @@ def extract_facts(
         how = {"topic": topic, "max_facts": max_facts, "max_chars": MODEL_SOURCE_CHARS, "source_url": source_url}
         how["full"] = lambda: len(kept) >= max_facts
         _model_facts(model, text, source, result, keep, **how)
-    for claim in fallback_facts(text, topic, limit=max_facts * 2, title=title) if len(kept) < max_facts else []:
+    for claim in _checked_fallback(text, topic, max_facts * 2, title, categorizer) if len(kept) < max_facts else []:
         if grounding_problem(claim, source, topic) is None:
             keep(claim, None, FALLBACK_CONFIDENCE, "fallback")
     _categorize(kept, categorizer)
@@ -251,6 +251,14 @@ def extract_facts(
     result.method = _overall_method(result.methods)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _checked_fallback(text: str, topic: str, limit: int, title: str, categorizer: Categorizer | None) -> list[str]:
+    """The fallback's claims that the learned stands-alone check (models/standalone.py, carried by an
+    embedding categorizer) also keeps; the rules alone without one."""
+    claims = fallback_facts(text, topic, limit=limit, title=title)
+    check = getattr(categorizer or default_categorizer(), "standalone", None) if claims else None
+    return check.keep(claims, text, title) if check is not None else claims
 
 
 def _categorize(kept: list[list[Any]], categorizer: Categorizer | None) -> None:
