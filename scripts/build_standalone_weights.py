@@ -139,6 +139,42 @@ def policy_b(pool: list[dict[str, Any]], splits: list[str]) -> None:
         print(f"| policy b: {split} | {len(held)} | {good} | {shares} |")
 
 
+JUDGE_SYSTEM = (
+    "You decide whether a sentence taken out of a document can be stored on its own as a fact. It stands alone "
+    "when a reader who sees only the sentence (and the document's title) knows what it is about: no pronoun or "
+    "'the ...' pointing to something named before, no study's own sample, groups or steps, no example's objects."
+)
+JUDGE_SCHEMA = {"type": "object", "properties": {"stands_alone": {"type": "string", "enum": ["yes", "no"]}},
+                "required": ["stands_alone"]}  # fmt: skip
+
+
+def judge(pool: list[dict[str, Any]], splits: list[str], model_name: str, sample: int) -> None:
+    """The local chat model as a yes/no judge through a JSON-schema enum, on `sample` pool candidates
+    (half good, half not, of the measured splits): agreement and seconds per fact."""
+    import time
+
+    from deepresearch.config import LLMConfig
+    from deepresearch.models.llm import complete_json, get_chat_model
+
+    model = get_chat_model(LLMConfig(model_path=model_name, temperature=0.0))
+    rows = [r for r in pool if r["split"] in splits]
+    picked = [r for r in rows if r["good"]][: sample // 2] + [r for r in rows if not r["good"]][: sample - sample // 2]
+    right = tp = said_yes = 0
+    start = time.perf_counter()
+    for r in picked:
+        user = f"Title: {r['source']['title']}\nSentence: {r['text']}\nDoes the sentence stand alone?"
+        messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+        data = complete_json(model, messages, JUDGE_SCHEMA, max_tokens=12)
+        yes = isinstance(data, dict) and data.get("stands_alone") == "yes"
+        right += yes == r["good"]
+        said_yes += yes
+        tp += yes and r["good"]
+    seconds = (time.perf_counter() - start) / max(1, len(picked))
+    print(f"judge {model_name}: {len(picked)} candidates ({sum(r['good'] for r in picked)} good), agreement "
+          f"{right / max(1, len(picked)):.2f}, precision of yes {tp / max(1, said_yes):.2f} ({said_yes} yes), "
+          f"{seconds:.1f} s/fact")  # fmt: skip
+
+
 def write(model: standalone.StandaloneModel, splits: list[str], rows: int, train_on: str) -> None:
     """The shipped file: what it was fitted on, and the model."""
     data = {
@@ -162,6 +198,8 @@ def main() -> None:
         "--train-on", choices=["labeled", "whole", "claims", "pool"], default=TRAIN_ON, help="rows to fit on"
     )
     parser.add_argument("--threshold", type=float, default=THRESHOLD)
+    parser.add_argument("--judge", help="also measure this chat model (name or GGUF) as a yes/no judge")
+    parser.add_argument("--judge-sample", type=int, default=16, help="(--judge) pool candidates to ask about")
     args = parser.parse_args()
     sources = {s["id"]: s for s in load_jsonl(DATA / "extraction_sources.jsonl")}
     labels = load_jsonl(DATA / "extraction_labels.jsonl")
@@ -172,6 +210,8 @@ def main() -> None:
     train_rows = [r for r in train_rows if r["split"] in splits]
     if args.loso:
         loso(train_rows, pool, embedder, splits)
+    if args.judge:
+        judge(pool, splits, args.judge, args.judge_sample)
     if args.write:
         write(fit(train_rows, embedder, args.threshold), splits, len(train_rows), args.train_on)
 

@@ -4,8 +4,10 @@
 schema), keeps only those the source supports (`is_grounded`), and fills up with the
 deterministic extractive fallback: whole, standalone claims of the source that carry names
 or numbers (models/claims.py: nothing cut at a chunk edge, no unresolved reference, no
-opinion, pointer, question or code). Categories come from `models/categorize.py` (nearest
-prototype on the embeddings, cue words without an embedding model). Without a model, or
+opinion, pointer, question or code), then — when the categorizer is the embedding classifier and
+the source has a title — the learned stands-alone check on the same embeddings
+(models/standalone.py). Categories come from `models/categorize.py` (a linear classifier on the
+embeddings, cue words without an embedding model). Without a model, or
 when its output is unusable, the fallback alone answers — so extraction never returns
 echoed prompts, repeated URLs or invented numbers, whatever the model does.
 """
