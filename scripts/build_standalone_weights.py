@@ -41,6 +41,10 @@ C = 1.0  # L2 strength (larger = weaker); 0.1 measured the same leave-one-split-
 # writers.") were dropped.
 THRESHOLD = 0.5
 TRAIN_ON = "whole"
+# Every row is fitted twice, with its title and with none (a source may have a poor title: a file name).
+# NO_TITLE_POOL=1 measures the pool without titles; TITLE_DROPOUT=0 fits on the titled rows only.
+NO_TITLE_POOL = bool(int(__import__("os").environ.get("NO_TITLE_POOL", "0")))
+TITLE_DROPOUT = bool(int(__import__("os").environ.get("TITLE_DROPOUT", "1")))
 EXCLUDED = ("blind5",)  # labeled blind in session 14: never trained on
 
 
@@ -92,7 +96,14 @@ def inputs(rows: list[dict[str, Any]], embedder: Any) -> tuple[Any, list[list[fl
     return vectors, features
 
 
+def without_titles(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows again with their source's title blanked: research's sources may have none, or a file
+    name, and the model should not lean on the title alone."""
+    return [{**r, "source": {**r["source"], "title": ""}} for r in rows]
+
+
 def fit(rows: list[dict[str, Any]], embedder: Any, threshold: float) -> standalone.StandaloneModel:
+    rows = rows + without_titles(rows) if TITLE_DROPOUT else rows
     vectors, features = inputs(rows, embedder)
     return standalone.train(vectors, features, [r["good"] for r in rows], embedder.model_id, threshold, c=C)
 
@@ -105,6 +116,7 @@ def loso(train_rows: list[dict[str, Any]], pool: list[dict[str, Any]], embedder:
     for split in splits:
         model = fit([r for r in train_rows if r["split"] != split], embedder, 0.5)
         held = [r for r in pool if r["split"] == split]
+        held = without_titles(held) if NO_TITLE_POOL else held
         vectors, features = inputs(held, embedder)
         probs = model.probabilities(vectors, features)
         good = sum(r["good"] for r in held)
@@ -128,6 +140,7 @@ def policy_b(pool: list[dict[str, Any]], splits: list[str]) -> None:
     names = standalone.FEATURE_NAMES
     for split in splits:
         held = [r for r in pool if r["split"] == split]
+        held = without_titles(held) if NO_TITLE_POOL else held
         kept = []
         for r in held:
             values = standalone.cheap_features(r["text"], r["source"]["text"], r["source"]["title"])
