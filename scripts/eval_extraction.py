@@ -129,8 +129,8 @@ def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_C
 
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split, the shipped categorizer carrying a stands-alone model (models/standalone.py) fitted
-    on the labeled candidates of the other splits, never on blind5 (blind5's is the shipped model):
-    so each split is scored by a check not trained on it."""
+    on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
+    blind5 (blind5's is the shipped model): so each split is scored by a check not trained on it."""
     import build_standalone_weights as bsw
 
     from deepresearch.models import standalone
@@ -139,6 +139,7 @@ def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]
     embedder = default_categorizer().embedder  # type: ignore[attr-defined]
     by_id = {s["id"]: s for s in sources}
     rows = [r for r in bsw.labeled_rows(by_id, labels, bsw.TRAIN_ON) if r["split"] not in bsw.EXCLUDED]
+    rows = rows + bsw.without_titles(rows) if bsw.TITLE_DROPOUT else rows  # as the shipped fit (`bsw.fit`)
     vectors, features = bsw.inputs(rows, embedder)
     out = {}
     for split in SPLITS:
