@@ -4,15 +4,17 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 132 sources —
-SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 150 sources —
+SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
-read in a later session (heldout, fresh, blind2) and blind4, labeled and committed before the
-third round's rules ran on it. For each
+read in a later session (heldout, fresh, blind2, blind4) and blind5, labeled and committed in
+session 14 before any of that session's code ran on it. For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
-the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract)
+the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
+each split's sources extracted with a stands-alone check (models/standalone.py) fitted without
+that split's labels, blind5's being the shipped one: `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
