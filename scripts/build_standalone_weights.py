@@ -122,7 +122,7 @@ def loso(train_rows: list[dict[str, Any]], pool: list[dict[str, Any]], embedder:
         good = sum(r["good"] for r in held)
         cells = []
         for t in THRESHOLDS:
-            kept = [r for r, p in zip(held, probs, strict=True) if p >= t]
+            kept = [r for r, p in zip(held, probs, strict=True) if p >= t or standalone.grammar_stands_alone(r["text"])]
             kept_good = sum(r["good"] for r in kept)
             totals[t] = [totals[t][0] + len(kept), totals[t][1] + kept_good, totals[t][2] + good]
             cells.append(f"{kept_good / max(1, len(kept)):.2f} / {kept_good / max(1, good):.2f} / {len(kept)}")

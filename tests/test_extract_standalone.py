@@ -10,7 +10,13 @@ import pytest
 
 from deepresearch.models import standalone
 from deepresearch.models.extract import extract_facts
-from deepresearch.models.standalone import FEATURE_NAMES, StandaloneCheck, cheap_features, fit_logistic
+from deepresearch.models.standalone import (
+    FEATURE_NAMES,
+    StandaloneCheck,
+    cheap_features,
+    fit_logistic,
+    grammar_stands_alone,
+)
 
 # Real sentences: a SciFact abstract (PubMed, "Mouse ovarian surface epithelial cells …"), Wikipedia
 # (CC BY-SA) and the SQLite documentation (public domain).
@@ -98,3 +104,26 @@ def test_extraction_applies_the_check_after_the_rules(real_embedder, with_check)
     stored = [f.fact for f in result.facts]
     lab_steps = [s for s in stored if s.startswith(("Early passage", "Ten clonal"))]
     assert (lab_steps == []) if with_check else (len(lab_steps) == 2), stored
+
+
+def test_grammar_keeps_definitions_of_a_named_subject_and_indefinite_subjects():
+    assert grammar_stands_alone("FTS5 is the full-text search extension built into SQLite.")
+    assert grammar_stands_alone(
+        "Akinoshū Kenji (born 17 January 1969 as Kenji Imada) is a former sumo wrestler from Hiroshima, Japan."
+    )
+    assert grammar_stands_alone("A checkpoint copies pages from the WAL back into the main database file.")
+    assert not grammar_stands_alone("Signmark won his qualifying round on January 23, 2009 with Speakerbox.")
+    assert not grammar_stands_alone("The markka was replaced by the euro.")
+    assert not grammar_stands_alone("Early passage cells exhibited a cobblestone morphology.")
+
+
+def test_the_check_keeps_a_definition_under_a_file_name_title(real_embedder):
+    # research over a local corpus: the title is a file name, which tells the model nothing
+    check = StandaloneCheck(real_embedder, standalone.shipped_model())
+    text = (
+        "FTS5 is the full-text search extension built into SQLite. "
+        "A checkpoint copies pages from the WAL back into the main database file."
+    )
+    sentences = ["FTS5 is the full-text search extension built into SQLite.",
+                 "A checkpoint copies pages from the WAL back into the main database file."]  # fmt: skip
+    assert check.keep(sentences, text, "notes.md") == sentences
