@@ -200,17 +200,17 @@ def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[di
         seconds += run["seconds"]
         for fact in run["facts"]:
             stored += 1
-            label = match(fact.fact, by_source.get(source["id"], []))
-            if label is None or label["standalone"] is None:
+            found = match(fact.fact, by_source.get(source["id"], []))
+            if found is None or found["standalone"] is None:
                 unmatched.append(fact.fact)
                 continue
             matched += 1
             for flag in FLAGS:
-                flags[flag] += bool(label[flag])
-            all_three += all(label[f] for f in FLAGS)
-            if label["claim"] and label["category"]:
+                flags[flag] += bool(found[flag])
+            all_three += all(found[f] for f in FLAGS)
+            if found["claim"] and found["category"]:
                 cat_total += 1
-                cat_right += fact.category == label["category"]
+                cat_right += fact.category == found["category"]
     n = len(sources)
     good = sum(all(r[f] for f in FLAGS) for s in sources for r in by_source.get(s["id"], []))
     return {

@@ -9,7 +9,8 @@ how much of the title it carries, where it stands in the passage, digits, length
 It is fitted on the labeled candidates (target: stands alone, is a claim and is complete) of the
 splits listed in models/data/standalone_weights.json, which `scripts/build_standalone_weights.py`
 rebuilds; a candidate whose probability is below the file's threshold is not stored (it stays
-searchable in the corpus). The weights belong to one embedding model: with another (a different
+searchable in the corpus) unless grammar says it stands alone (`grammar_stands_alone`: a definition
+of a named subject, an indefinite subject). The weights belong to one embedding model: with another (a different
 `model_id` or dimension) the check is off and the rules alone decide; so without the source's title
 (every labeled source has one; measured without titles, leave-one-split-out, it keeps only 0.62 of
 the good candidates for a precision of 0.93, against the rules' 0.88). It is fitted on every row
