@@ -9,8 +9,10 @@ Three corpora of different kinds, each split into a dev part (looked at while de
 rules), a held-out part (labeled before any tuning), a fresh part (labeled blind in session 12)
 a blind2 part (labeled and committed in session 13 before that session's rules ran on it) and a
 dev2 part (session 13's extra tuning data, labeled after blind2 was committed), and a blind3 part
-(labeled and committed before the rules written from blind2's failures ran on it) and a blind4
-part (the same, before the rules written from blind3's failures ran on it):
+(labeled and committed before the rules written from blind2's failures ran on it), a blind4
+part (the same, before the rules written from blind3's failures ran on it) and a blind5 part
+(session 14: labeled and committed before any of that session's code ran on it; its paragraphs
+come from MuSiQue, `--musique`, instead of HotpotQA):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -59,6 +61,8 @@ SQLITE_PAGES = {
     "blind3": ["lang_createtable.html", "optoverview.html", "fts5.html", "rtree.html", "cli.html"],
     # session 13, third round: labeled and committed before the rules written from blind3's failures ran on it
     "blind4": ["gencol.html", "partialindex.html", "windowfunctions.html", "whynotgit.html", "mmap.html"],
+    # session 14: labeled and committed before any new code ran on it (the blind measure of main)
+    "blind5": ["lang_upsert.html", "withoutrowid.html", "serverless.html", "floatingpoint.html", "lang_datefunc.html"],
 }
 # Chunks of pragma.html: the synchronous section the issue quotes (the page has ~200 chunks).
 PRAGMA_MARK = "PRAGMA schema.synchronous"
@@ -71,7 +75,9 @@ HOTPOT_QUESTIONS = {
     "blind3": range(50, 54),
     "blind4": range(70, 74),
 }
-SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2}
+SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2}
+# session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
+MUSIQUE_QUESTIONS = {"blind5": range(10, 14)}
 # Where each split's SciFact abstracts start, as a share of the file.
 SCIFACT_START = {
     "dev": 0.0,
@@ -81,6 +87,7 @@ SCIFACT_START = {
     "dev2": 0.125,
     "blind3": 0.375,
     "blind4": 0.625,
+    "blind5": 0.875,
 }
 
 
@@ -112,6 +119,21 @@ def _hotpot(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _musique(path: Path) -> list[dict[str, Any]]:
+    """MuSiQue's supporting paragraphs (one paragraph per title), as `_hotpot` does for HotpotQA."""
+    items = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for split, questions in MUSIQUE_QUESTIONS.items():
+        for q in questions:
+            item = items[q]
+            titles = {t for t, _ in item["supporting_facts"]}
+            for title, sentences in item["context"]:
+                if title in titles:
+                    sid = f"musique-{q}-{title[:30].replace(' ', '_')}"
+                    out.append(_source(sid, "musique", split, title, "".join(sentences)))
+    return out
+
+
 def _sqlite(folder: Path) -> list[dict[str, Any]]:
     """Two chunks per page (a third and two thirds in), the pragma page's synchronous chunks."""
     out = []
@@ -121,7 +143,7 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
             chunks = chunk_text(text, 180, 30)
             if page == "pragma.html":
                 picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
-            elif split in ("fresh", "blind2", "dev2", "blind3", "blind4"):
+            elif split in ("fresh", "blind2", "dev2", "blind3", "blind4", "blind5"):
                 picks = [len(chunks) // 2]
             else:
                 picks = [len(chunks) // 3, 2 * len(chunks) // 3]
@@ -133,7 +155,7 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
-    elif corpus == "hotpotqa":
+    elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
         url = f"https://scifact.example/{sid.split('-')[1]}"
@@ -219,10 +241,12 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, help="BEIR SciFact corpus.jsonl")
     parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json")
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
+    parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's paragraphs)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)
+        sources += _musique(args.musique) if args.musique else []
         write_jsonl(SOURCES, sources)
     else:  # re-use the shipped sources (e.g. to add the new extraction's outputs)
         sources = load_jsonl(SOURCES)

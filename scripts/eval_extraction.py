@@ -4,15 +4,17 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 132 sources —
-SciFact abstract chunks, HotpotQA paragraphs, SQLite documentation chunks — each labeled by
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 150 sources —
+SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
-read in a later session (heldout, fresh, blind2) and blind4, labeled and committed before the
-third round's rules ran on it. For each
+read in a later session (heldout, fresh, blind2, blind4) and blind5, labeled and committed in
+session 14 before any of that session's code ran on it. For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
-the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract)
+the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
+each split's sources extracted with a stands-alone check (models/standalone.py) fitted without
+that split's labels, blind5's being the shipped one: `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -56,10 +58,11 @@ FLAGS = ("standalone", "claim", "complete")
 # blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
 # before the rules written from them ran on it.
 # blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4")
-# "main": the extraction as merged after session 13's second round (its rules and classifier), run from
+# blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
+# "main": the extraction as merged after session 13 (round 3's rules and classifier; session 14's start), run from
 # this commit's package in a subprocess, so the new rules are compared with it in the same run.
-MAIN_COMMIT = "300a709"
+MAIN_COMMIT = "0954d8f"
 EXTRACTORS = ("baseline", "main", "new")
 
 
@@ -126,8 +129,35 @@ def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_C
     }
 
 
-def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> dict[str, Any]:
-    """Stored facts per source (with seconds) for one extractor."""
+def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per split, the shipped categorizer carrying a stands-alone model (models/standalone.py) fitted
+    on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
+    blind5 (blind5's is the shipped model): so each split is scored by a check not trained on it."""
+    import build_standalone_weights as bsw
+
+    from deepresearch.models import standalone
+    from deepresearch.models.categorize import LinearCategorizer, default_categorizer
+
+    embedder = default_categorizer().embedder  # type: ignore[attr-defined]
+    by_id = {s["id"]: s for s in sources}
+    rows = [r for r in bsw.labeled_rows(by_id, labels, bsw.TRAIN_ON) if r["split"] not in bsw.EXCLUDED]
+    rows = rows + bsw.without_titles(rows) if bsw.TITLE_DROPOUT else rows  # as the shipped fit (`bsw.fit`)
+    vectors, features = bsw.inputs(rows, embedder)
+    out = {}
+    for split in SPLITS:
+        keep = [i for i, r in enumerate(rows) if r["split"] != split]
+        model = standalone.train(
+            vectors[keep], [features[i] for i in keep], [rows[i]["good"] for i in keep], embedder.model_id,
+            bsw.THRESHOLD, c=bsw.C,
+        )  # fmt: skip
+        out[split] = LinearCategorizer(embedder, standalone=model)
+    return out
+
+
+def run_extractor(
+    name: str, sources: list[dict[str, Any]], max_facts: int, labels: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Stored facts per source (with seconds) for one extractor (`new`: with leave-one-split-out checks)."""
     if name == "main":
         return run_main(sources, max_facts)
     if name == "baseline":
@@ -137,14 +167,15 @@ def run_extractor(name: str, sources: list[dict[str, Any]], max_facts: int) -> d
             return module.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts)
     else:
         from deepresearch.models import extract as new_module
-        from deepresearch.models.categorize import default_categorizer
 
-        default_categorizer().categorize(["A warm-up sentence."])  # load the embedding model before timing
+        categorizers = loso_categorizers(sources, labels)
+        categorizers["blind5"].categorize(["A warm-up sentence."])  # load the embedding model before timing
 
         def call(s: dict[str, Any]) -> Any:
             return new_module.extract_facts(
-                s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"]
-            )
+                s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"],
+                categorizer=categorizers[s["split"]],
+            )  # fmt: skip
 
     out = {}
     for source in sources:
@@ -169,17 +200,17 @@ def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[di
         seconds += run["seconds"]
         for fact in run["facts"]:
             stored += 1
-            label = match(fact.fact, by_source.get(source["id"], []))
-            if label is None or label["standalone"] is None:
+            found = match(fact.fact, by_source.get(source["id"], []))
+            if found is None or found["standalone"] is None:
                 unmatched.append(fact.fact)
                 continue
             matched += 1
             for flag in FLAGS:
-                flags[flag] += bool(label[flag])
-            all_three += all(label[f] for f in FLAGS)
-            if label["claim"] and label["category"]:
+                flags[flag] += bool(found[flag])
+            all_three += all(found[f] for f in FLAGS)
+            if found["claim"] and found["category"]:
                 cat_total += 1
-                cat_right += fact.category == label["category"]
+                cat_right += fact.category == found["category"]
     n = len(sources)
     good = sum(all(r[f] for f in FLAGS) for s in sources for r in by_source.get(s["id"], []))
     return {
@@ -351,7 +382,7 @@ def _fmt(value: Any) -> str:
 def labeled_main(args: argparse.Namespace) -> None:
     sources = load_jsonl(args.sources)
     labels = load_jsonl(args.labels)
-    runs = {name: run_extractor(name, sources, args.max_facts) for name in EXTRACTORS}
+    runs = {name: run_extractor(name, sources, args.max_facts, labels) for name in EXTRACTORS}
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),

@@ -13,8 +13,10 @@ The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it sh
 `LinearCategorizer` (the default) is a softmax regression on the sentence embeddings, fitted once
 per embedder and process (~0.1 s, numpy) on the category prototypes below and the hand-labeled
 claims of the tuning splits (dev, dev2, blind3) of tests/data/extraction_labels.jsonl
-(models/data/category_examples.json; the held-out, fresh, blind2 and blind4 claims are what it is
-measured on). `PrototypeCategorizer` embeds each category's description and example claims (written for this
+(models/data/category_examples.json; the held-out, fresh, blind2, blind4 and blind5 claims are what
+it is measured on). It also carries the learned stands-alone check on the same embedder
+(`.standalone`, models/standalone.py), which extraction applies after the rules.
+`PrototypeCategorizer` embeds each category's description and example claims (written for this
 module, none from the evaluation sets) and files a fact under the category whose prototypes are
 nearest (score = mean of the two most similar prototypes of a category). When either is unsure — the
 two best categories within `margin` of each other — the fact goes to the shorter-lived of the two
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
     from deepresearch.models.base import Embedder
     from deepresearch.models.llm import ChatModel
+    from deepresearch.models.standalone import StandaloneModel
 
 log = logging.getLogger(__name__)
 
@@ -335,12 +338,20 @@ class LinearCategorizer(_EmbeddingCategorizer):
     name = "linear"
 
     def __init__(
-        self, embedder: Embedder, margin: float = LINEAR_UNSURE_MARGIN, examples: list[tuple[str, str]] | None = None
+        self,
+        embedder: Embedder,
+        margin: float = LINEAR_UNSURE_MARGIN,
+        examples: list[tuple[str, str]] | None = None,
+        standalone: StandaloneModel | None = None,
     ):
+        from deepresearch.models.standalone import StandaloneCheck, shipped_model
+
         self.embedder = embedder
         self.margin = margin
         self.examples = examples  # None: the shipped examples (models/data/category_examples.json)
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
+        # the learned stands-alone check on the same embeddings (models/standalone.py; None: the shipped weights)
+        self.standalone = StandaloneCheck(embedder, standalone or shipped_model())
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray]:
         if self._weights is None:

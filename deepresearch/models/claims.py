@@ -62,6 +62,12 @@ one sentence fails. The rules, each with the case it handles:
   "Obtain an EXCLUSIVE lock …", "Flush all changes …"), objectives ("To compare …"), "As a …" list items,
   code or syntax (comments, braces, pipes, a C signature, a dense run of symbols), headings,
   table cells and phrases without a verb.
+
+These rules are the first filter, not the last: with an embedding categorizer, extraction
+(models/extract.py) passes the sentences they keep through a learned stands-alone check
+(models/standalone.py, session 14), which drops kinds of dependence no rule names yet (a study's
+steps: "Early passage cells (<20 passages) exhibited …", "Ten clonal lines were established from …").
+New kinds of failure are to be met there, by labeled examples, rather than by a rule per case.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@
 schema), keeps only those the source supports (`is_grounded`), and fills up with the
 deterministic extractive fallback: whole, standalone claims of the source that carry names
 or numbers (models/claims.py: nothing cut at a chunk edge, no unresolved reference, no
-opinion, pointer, question or code). Categories come from `models/categorize.py` (nearest
-prototype on the embeddings, cue words without an embedding model). Without a model, or
+opinion, pointer, question or code), then — when the categorizer is the embedding classifier and
+the source has a title — the learned stands-alone check on the same embeddings
+(models/standalone.py). Categories come from `models/categorize.py` (a linear classifier on the
+embeddings, cue words without an embedding model). Without a model, or
 when its output is unusable, the fallback alone answers — so extraction never returns
 echoed prompts, repeated URLs or invented numbers, whatever the model does.
 """
@@ -239,7 +241,7 @@ def extract_facts(
         how = {"topic": topic, "max_facts": max_facts, "max_chars": MODEL_SOURCE_CHARS, "source_url": source_url}
         how["full"] = lambda: len(kept) >= max_facts
         _model_facts(model, text, source, result, keep, **how)
-    for claim in fallback_facts(text, topic, limit=max_facts * 2, title=title) if len(kept) < max_facts else []:
+    for claim in _checked_fallback(text, topic, max_facts * 2, title, categorizer) if len(kept) < max_facts else []:
         if grounding_problem(claim, source, topic) is None:
             keep(claim, None, FALLBACK_CONFIDENCE, "fallback")
     _categorize(kept, categorizer)
@@ -251,6 +253,14 @@ def extract_facts(
     result.method = _overall_method(result.methods)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _checked_fallback(text: str, topic: str, limit: int, title: str, categorizer: Categorizer | None) -> list[str]:
+    """The fallback's claims that the learned stands-alone check (models/standalone.py, carried by an
+    embedding categorizer) also keeps; the rules alone without one."""
+    claims = fallback_facts(text, topic, limit=limit, title=title)
+    check = getattr(categorizer or default_categorizer(), "standalone", None) if claims else None
+    return check.keep(claims, text, title) if check is not None else claims
 
 
 def _categorize(kept: list[list[Any]], categorizer: Categorizer | None) -> None:
