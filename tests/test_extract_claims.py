@@ -251,3 +251,16 @@ def test_third_round_claims_are_kept():
         "The average size of a SQLite database file is unknown to its developers.",  # no "was/were" of a sample
     ):
         assert passage_claims(sentence) == [sentence]
+
+
+def test_a_passage_opening_on_a_lower_case_hyphenated_word_drops_that_first_sentence():
+    # A chunk of this repository's README that opens mid-sentence and ends on a whole one.
+    window = (
+        "held-out multi-hop questions its reading is what makes the headline right. "
+        "Qwen2.5-Coder-1.5B-Instruct reads the evidence in about 8 seconds."
+    )
+    assert passage_claims(window) == ["Qwen2.5-Coder-1.5B-Instruct reads the evidence in about 8 seconds."]
+    # The passage's own subject may open it, and so may an identifier in a passage of one sentence.
+    about = "sqlite-vec is a SQLite extension that stores vectors. It ships as one file."
+    assert passage_claims(about, title="sqlite-vec")[0].startswith("sqlite-vec is")
+    assert passage_claims("sqlite-vec is a SQLite extension that stores vectors in vec0 tables.")

@@ -643,6 +643,19 @@ def _opens_with(sentence: str, subject: str | None) -> bool:
     return sentence.startswith(key)
 
 
+# A passage's first sentence opening on a lower-case hyphenated word ("held-out multi-hop questions its
+# reading is …", "hypoxia-related endogenous proteins …"): an identifier such as "sqlite-vec" may open a
+# sentence, but a chunk that opens so was mostly cut mid-sentence (blind4's and the README's cases).
+_HYPHENATED_START = re.compile(r"^[a-z]+-[a-z]+\b")
+
+
+def _cut_on_a_hyphenated_word(sentence: str, title: str) -> bool:
+    """The first sentence of a passage of several opens on a lower-case hyphenated word that is not
+    the passage's title ("sqlite-vec is …" under "sqlite-vec" stays)."""
+    found = _HYPHENATED_START.match(sentence)
+    return found is not None and found.group(0) not in title.lower()
+
+
 def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     """Every sentence of the passage with its stored text and, when dropped, the reason."""
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
@@ -657,6 +670,8 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         if problem is None and doubtful_start and not out:
             problem = "cut: the passage is a window of words and this probably starts mid-sentence"
+        if problem is None and not out and len(sentences) > 1 and _cut_on_a_hyphenated_word(sentence, title):
+            problem = "cut: a passage that opens on a lower-case word probably starts mid-sentence"
         problem = problem or claim_problem(stripped)
         resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
         if problem is None and resolved is None:
