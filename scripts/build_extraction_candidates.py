@@ -105,33 +105,27 @@ def _scifact(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _hotpot(path: Path) -> list[dict[str, Any]]:
+def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The supporting paragraphs (one per title) of the chosen questions of a HotpotQA-format file."""
     items = json.loads(path.read_text(encoding="utf-8"))
     out = []
-    for split, questions in HOTPOT_QUESTIONS.items():
+    for split, questions in questions_by_split.items():
         for q in questions:
             item = items[q]
             titles = {t for t, _ in item["supporting_facts"]}
             for title, sentences in item["context"]:
                 if title in titles:
-                    sid = f"hotpot-{q}-{title[:30].replace(' ', '_')}"
-                    out.append(_source(sid, "hotpotqa", split, title, "".join(sentences)))
+                    sid = f"{name}-{q}-{title[:30].replace(' ', '_')}"
+                    out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
     return out
+
+
+def _hotpot(path: Path) -> list[dict[str, Any]]:
+    return _multihop(path, HOTPOT_QUESTIONS, "hotpot")
 
 
 def _musique(path: Path) -> list[dict[str, Any]]:
-    """MuSiQue's supporting paragraphs (one paragraph per title), as `_hotpot` does for HotpotQA."""
-    items = json.loads(path.read_text(encoding="utf-8"))
-    out = []
-    for split, questions in MUSIQUE_QUESTIONS.items():
-        for q in questions:
-            item = items[q]
-            titles = {t for t, _ in item["supporting_facts"]}
-            for title, sentences in item["context"]:
-                if title in titles:
-                    sid = f"musique-{q}-{title[:30].replace(' ', '_')}"
-                    out.append(_source(sid, "musique", split, title, "".join(sentences)))
-    return out
+    return _multihop(path, MUSIQUE_QUESTIONS, "musique")
 
 
 def _sqlite(folder: Path) -> list[dict[str, Any]]:

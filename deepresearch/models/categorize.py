@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from deepresearch.errors import DeepResearchError
 from deepresearch.facts import CATEGORIES, DEFAULT_CATEGORY
+from deepresearch.models.fitting import adam
 from deepresearch.text import has_cjk
 
 if TYPE_CHECKING:
@@ -308,17 +309,12 @@ def fit_softmax(
 
     n, d = x.shape
     onehot = np.eye(len(CATEGORIES))[y]
-    params = [np.zeros((d, len(CATEGORIES))), np.zeros(len(CATEGORIES))]
-    moments = [[np.zeros_like(p), np.zeros_like(p)] for p in params]
-    for t in range(1, steps + 1):
+
+    def gradients(params: list[np.ndarray]) -> list[np.ndarray]:
         error = softmax(x @ params[0] + params[1]) - onehot
-        grads = [x.T @ error / n + params[0] / (c * n), error.mean(axis=0)]
-        for param, grad, (m, v) in zip(params, grads, moments, strict=True):
-            m *= 0.9
-            m += 0.1 * grad
-            v *= 0.999
-            v += 0.001 * grad * grad
-            param -= 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        return [x.T @ error / n + params[0] / (c * n), error.mean(axis=0)]
+
+    params = adam([np.zeros((d, len(CATEGORIES))), np.zeros(len(CATEGORIES))], gradients, steps, 0.1)
     return params[0], params[1]
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deepresearch.models.fitting import adam
 from deepresearch.text import content_words, normalize_space
 
 if TYPE_CHECKING:
@@ -144,17 +145,12 @@ def fit_logistic(x: np.ndarray, y: list[int], c: float = 1.0, steps: int = 400) 
 
     n, d = x.shape
     target = np.asarray(y, dtype=np.float64)
-    params = [np.zeros(d), np.zeros(1)]
-    moments = [[np.zeros_like(p), np.zeros_like(p)] for p in params]
-    for t in range(1, steps + 1):
+
+    def gradients(params: list[np.ndarray]) -> list[np.ndarray]:
         error = 1.0 / (1.0 + np.exp(-(x @ params[0] + params[1][0]))) - target
-        grads = [x.T @ error / n + params[0] / (c * n), np.array([error.mean()])]
-        for param, grad, (m, v) in zip(params, grads, moments, strict=True):
-            m *= 0.9
-            m += 0.1 * grad
-            v *= 0.999
-            v += 0.001 * grad * grad
-            param -= 0.05 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        return [x.T @ error / n + params[0] / (c * n), np.array([error.mean()])]
+
+    params = adam([np.zeros(d), np.zeros(1)], gradients, steps, 0.05)
     return params[0], float(params[1][0])
 
 
