@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_extraction import FLAGS, SPLITS, load_jsonl, match  # noqa: E402
+from extraction_labels import FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
 from deepresearch.models import standalone  # noqa: E402
 

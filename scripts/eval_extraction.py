@@ -45,50 +45,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from deepresearch.facts import CATEGORIES, normalize_text  # noqa: E402
-from deepresearch.text import content_words  # noqa: E402
-from deepresearch.text import stem as _stem  # noqa: E402
+from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-FLAGS = ("standalone", "claim", "complete")
-# dev: looked at while designing; heldout: labeled blind in session 11 (its failures read since);
-# fresh: labeled blind in session 12 before that session's rules ran on it (its failures read in
-# session 13); blind2: labeled and committed in session 13 before that session's rules ran on it;
-# dev2: session 13's extra tuning data (labeled after blind2 was committed; its claims are category examples).
-# blind3: labeled and committed in session 13 after blind2's figures were taken and its failures read,
-# before the rules written from them ran on it.
-# blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
-# blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
+from deepresearch.facts import CATEGORIES  # noqa: E402
+
 # "main": the extraction as merged after session 13 (round 3's rules and classifier; session 14's start), run from
 # this commit's package in a subprocess, so the new rules are compared with it in the same run.
 MAIN_COMMIT = "0954d8f"
 EXTRACTORS = ("baseline", "main", "new")
-
-
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _stems(text: str) -> set[str]:
-    return {_stem(w) for w in content_words(text)}
-
-
-def match(fact: str, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The labeled candidate of the same source this fact is (exact text, else near-same words)."""
-    key = normalize_text(fact)
-    for label in labels:
-        if normalize_text(label["fact"]) == key:
-            return label
-    stems = _stems(fact)
-    best, best_share = None, 0.0
-    for label in labels:
-        other = _stems(label["fact"])
-        if stems and other:
-            share = min(len(stems & other) / len(stems), len(stems & other) / len(other))
-            if share > best_share:
-                best, best_share = label, share
-    return best if best_share >= 0.85 else None
 
 
 _MAIN_RUNNER = """
