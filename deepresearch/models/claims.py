@@ -18,7 +18,9 @@ one sentence fails. The rules, each with the case it handles:
   a lone initial or an abbreviation such as "vs." or "c."), with its brackets and
   quotes balanced. Without the neighbouring chunk nothing can be completed, so such a
   sentence is dropped, never capitalized or given a full stop (the old cleaner's
-  "EXTRA synchronous is like FULL with the addition that." came from that);
+  "EXTRA synchronous is like FULL with the addition that." came from that); the first sentence of a
+  passage of several that opens on a lower-case hyphenated word other than its title's ("held-out
+  multi-hop questions its reading is …") is taken as cut (session 14);
 - reference to what came before: a leading consequence or reference connector ("Hence",
   "In that case", "To avoid that", "Of course", "That means"), a demonstrative ("This",
   "These", "Such"), "the latter", "of these", "our …" or "these data/findings/results" →
