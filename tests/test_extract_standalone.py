@@ -127,3 +127,30 @@ def test_the_check_keeps_a_definition_under_a_file_name_title(real_embedder):
     sentences = ["FTS5 is the full-text search extension built into SQLite.",
                  "A checkpoint copies pages from the WAL back into the main database file."]  # fmt: skip
     assert check.keep(sentences, text, "notes.md") == sentences
+
+
+def test_categories_reuse_the_vectors_the_check_computed(real_embedder):
+    from deepresearch.models.categorize import LinearCategorizer
+
+    categorizer = LinearCategorizer(real_embedder)
+    categorizer._fit()
+    embedded: list[str] = []
+    original = real_embedder.embed_batch
+
+    def counted(texts, *args, **kwargs):
+        embedded.extend(texts)
+        return original(texts, *args, **kwargs)
+
+    real_embedder.embed_batch = counted
+    try:
+        passage = (
+            "Akinoshū Kenji is a former sumo wrestler from Hiroshima, Japan. Akinoshū Kenji made his professional "
+            "debut in March 1984 and reached the top division in 1988."
+        )
+        facts = extract_facts(
+            passage, "file:///akinoshu", topic="Akinoshū Kenji", title="Akinoshū Kenji", categorizer=categorizer
+        )
+    finally:
+        real_embedder.embed_batch = original
+    stored = [f.fact for f in facts.facts]
+    assert stored and all(embedded.count(fact) == 1 for fact in stored), embedded

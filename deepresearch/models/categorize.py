@@ -367,7 +367,7 @@ class LinearCategorizer(_EmbeddingCategorizer):
         if not texts:
             return []
         weights, bias = self._fit()
-        p = softmax(self.embedder.embed_batch(texts) @ weights + bias)
+        p = softmax(self.standalone.embed(texts) @ weights + bias)  # a checked fact is not embedded twice
         return [{c: float(p[i, j]) for j, c in enumerate(CATEGORIES)} for i in range(len(texts))]
 
     def scores(self, texts: list[str]) -> list[dict[str, float]]:

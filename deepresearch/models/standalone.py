@@ -212,12 +212,24 @@ class StandaloneCheck:
     """Keeps the candidates the model judges to stand alone (probability ≥ its threshold)."""
 
     def __init__(self, embedder: Embedder, model: StandaloneModel | None):
-        usable = model is not None and model.model_id == embedder.model_id
-        usable = usable and model is not None and len(model.weights) == embedder.dimension + len(FEATURE_NAMES)
+        usable = (
+            model is not None
+            and model.model_id == embedder.model_id
+            and len(model.weights) == embedder.dimension + len(FEATURE_NAMES)
+        )
         if model is not None and not usable:
             log.info("stands-alone weights are for %s, not %s: check off", model.model_id, embedder.model_id)
         self.embedder = embedder
         self.model = model if usable else None
+        self._last: dict[str, np.ndarray] = {}  # the last checked sentences' vectors (categories reuse them)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' embeddings: those of the last checked sentences reused, the others embedded."""
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._last]
+        fresh = dict(zip(todo, self.embedder.embed_batch(todo), strict=True)) if todo else {}
+        return np.asarray([self._last[t] if t in self._last else fresh[t] for t in texts])
 
     def probabilities(self, sentences: list[str], passage: str, title: str) -> list[float]:
         """Each sentence's probability of standing alone (1.0 each when the check is off: no usable
@@ -225,12 +237,11 @@ class StandaloneCheck:
         if self.model is None or not sentences or not title.strip():
             return [1.0] * len(sentences)
         vectors = self.embedder.embed_batch(sentences)
+        self._last = dict(zip(sentences, vectors, strict=True))
         return self.model.probabilities(vectors, all_features(sentences, vectors, passage, title, self.embedder))
 
     def keep(self, sentences: list[str], passage: str, title: str) -> list[str]:
         """The sentences that pass, in order (all of them when the check is off)."""
-        if self.model is None or not title.strip():
-            return sentences
-        threshold = self.model.threshold
+        threshold = self.model.threshold if self.model is not None else 0.0
         probabilities = self.probabilities(sentences, passage, title)
         return [s for s, p in zip(sentences, probabilities, strict=True) if p >= threshold or grammar_stands_alone(s)]
