@@ -145,16 +145,26 @@ def is_whole(sentence: str) -> bool:
 # ~170 that open with one of these words ~92 % are true starts; of the ~145 that open with another capitalized
 # word ("Alterations of …", "Edward Stafford …") about half are (a coin flip: kept). eval_extraction.py
 # --chunk-edges; docs/BENCHMARKS.md, session 13.
-_SENTENCE_OPENER = SENTENCE_OPENER
 
 
-def window_start_doubtful(sentences: list[str]) -> bool:
-    """The passage is a window of words (its last sentence is cut) and its first sentence opens with a
-    word in capitals or an identifier ("TEMP database file is …"), not as sentences commonly do nor with
-    an abstract's section heading: it probably starts mid-sentence."""
-    if len(sentences) < 2 or ends_like_sentence(sentences[-1]):
+# A first sentence opening on a lower-case hyphenated word ("held-out multi-hop questions its reading is …",
+# "hypoxia-related endogenous proteins …"): an identifier such as "sqlite-vec" may open a sentence, but a
+# chunk that opens so was mostly cut mid-sentence (blind4's and the README's cases), even when it ends whole.
+_HYPHENATED_START = re.compile(r"^[a-z]+-[a-z]+\b")
+
+
+def window_start_doubtful(sentences: list[str], title: str = "") -> bool:
+    """The passage's first sentence probably starts mid-sentence: the passage is a window of words (its
+    last sentence is cut) and the first sentence opens with a word in capitals or an identifier ("TEMP
+    database file is …"), not as sentences commonly do nor with an abstract's section heading; or, in a
+    passage of several sentences, it opens on a lower-case hyphenated word that is not the title's
+    ("sqlite-vec is …" under "sqlite-vec" stays)."""
+    if len(sentences) < 2:
         return False
-    return opens_on_a_keyword(sentences[0])
+    hyphenated = _HYPHENATED_START.match(sentences[0])
+    if hyphenated is not None and hyphenated.group(0) not in title.lower():
+        return True
+    return not ends_like_sentence(sentences[-1]) and opens_on_a_keyword(sentences[0])
 
 
 def opens_on_a_keyword(sentence: str) -> bool:
@@ -162,7 +172,7 @@ def opens_on_a_keyword(sentence: str) -> bool:
     …"), not with a common sentence opener nor an abstract's section heading."""
     first = sentence.lstrip(_OPENERS + " ")
     word = first.split()[0] if first.split() else ""
-    if _SENTENCE_OPENER.match(first) or section_heading(first) or (word[:1].isupper() and not word.isupper()):
+    if SENTENCE_OPENER.match(first) or section_heading(first) or (word[:1].isupper() and not word.isupper()):
         return False
     return True
 
@@ -645,19 +655,6 @@ def _opens_with(sentence: str, subject: str | None) -> bool:
     return sentence.startswith(key)
 
 
-# A passage's first sentence opening on a lower-case hyphenated word ("held-out multi-hop questions its
-# reading is …", "hypoxia-related endogenous proteins …"): an identifier such as "sqlite-vec" may open a
-# sentence, but a chunk that opens so was mostly cut mid-sentence (blind4's and the README's cases).
-_HYPHENATED_START = re.compile(r"^[a-z]+-[a-z]+\b")
-
-
-def _cut_on_a_hyphenated_word(sentence: str, title: str) -> bool:
-    """The first sentence of a passage of several opens on a lower-case hyphenated word that is not
-    the passage's title ("sqlite-vec is …" under "sqlite-vec" stays)."""
-    found = _HYPHENATED_START.match(sentence)
-    return found is not None and found.group(0) not in title.lower()
-
-
 def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     """Every sentence of the passage with its stored text and, when dropped, the reason."""
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
@@ -665,15 +662,13 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
-    doubtful_start = window_start_doubtful(sentences)
+    doubtful_start = window_start_doubtful(sentences, title)
     for index, (sentence, in_methods) in enumerate(zip(sentences, method_sections(sentences), strict=True)):
         stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         if problem is None and doubtful_start and not out:
             problem = "cut: the passage is a window of words and this probably starts mid-sentence"
-        if problem is None and not out and len(sentences) > 1 and _cut_on_a_hyphenated_word(sentence, title):
-            problem = "cut: a passage that opens on a lower-case word probably starts mid-sentence"
         problem = problem or claim_problem(stripped)
         resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
         if problem is None and resolved is None:
