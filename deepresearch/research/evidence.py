@@ -83,14 +83,19 @@ def key_weights(state: ResearchState) -> dict[str, float]:
     return {w: math.log(1 + len(sentences) / (1 + sum(w in x for x in sentences))) for w in key}
 
 
-def sentence_score(state: ResearchState, source: Source, sentence: Sentence, weights: dict[str, float]) -> float:
-    """How well one indexed sentence answers the question: meaning (similarity to the question or
-    its hop query) plus wording (the weighted share of the question's key words it states)."""
+def question_share(text: str, weights: dict[str, float]) -> float:
+    """The weighted share of the question's key words (`key_weights`) that `text` states."""
     from deepresearch.research.queries import stems
 
     total = sum(weights.values())
-    lexical = sum(w for k, w in weights.items() if k in stems(sentence.text)) / total if total else 0.0
-    return sentence_relevance(sentence, source.query != state.topic) + lexical
+    stated = stems(text)
+    return sum(w for k, w in weights.items() if k in stated) / total if total else 0.0
+
+
+def sentence_score(state: ResearchState, source: Source, sentence: Sentence, weights: dict[str, float]) -> float:
+    """How well one indexed sentence answers the question: meaning (similarity to the question or
+    its hop query) plus wording (the weighted share of the question's key words it states)."""
+    return sentence_relevance(sentence, source.query != state.topic) + question_share(sentence.text, weights)
 
 
 def _scored_sentences(state: ResearchState, passages: list[str]) -> list[tuple[float, str, str]]:

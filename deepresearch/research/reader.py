@@ -27,6 +27,7 @@ from deepresearch.research.evidence import (
     index_sources,
     key_weights,
     name_of,
+    question_share,
     ranked_pool,
     sentence_score,
 )
@@ -412,10 +413,11 @@ def supporting_passages(state: ResearchState, found: dict[str, Any], passages: l
     if not found.get("text"):  # abstained: the passages of the closest sentences the Answer shows
         keep += [found["closest"][1]] if found.get("closest") else []
         keep += [sid for _, sid in best_sentences(state, passages, 2)]
-    keep += [sid for sid in passages if named_by_question(state, sid)]
+    keep += [sid for sid in passages if named_by_question(state, by_sid[sid].title)]
     keep = list(dict.fromkeys(keep))
-    if max(question_shares(state, keep).values(), default=0.0) < PART_OF_QUESTION:
-        keep += [sid for sid in most_of_question(state, passages) if sid not in keep]
+    shares = question_shares(state, list(dict.fromkeys(keep + passages)))  # key weights once, each sentence once
+    if max((shares[sid] for sid in keep), default=0.0) < PART_OF_QUESTION:
+        keep += [sid for sid in most_of_question(state, passages, shares) if sid not in keep]
     return keep + linked_passages(state, keep)
 
 
@@ -433,21 +435,20 @@ def linked_passages(state: ResearchState, cited: list[str]) -> list[str]:
     """Retrieved passages not in `cited` that one of the cited passages names by title, or that
     name a cited passage's title, best-ranked first, at most CHAIN_LINKS."""
     by_sid = state.source_by_sid()
-    heads = {sid: name_of(by_sid[sid].title) for sid in by_sid}
-    texts = {sid: normalize_answer(f"{by_sid[sid].title}. {by_sid[sid].text}") for sid in by_sid}
+    heads = {sid: normalize_answer(name_of(by_sid[sid].title)) for sid in by_sid}
+    texts = {sid: f" {normalize_answer(f'{by_sid[sid].title}. {by_sid[sid].text}')} " for sid in by_sid}
 
     def names(sid: str, other: str) -> bool:
-        head = normalize_answer(heads[other])
-        return len(head) > 2 and f" {head} " in f" {texts[sid]} "
+        return len(heads[other]) > 2 and f" {heads[other]} " in texts[sid]
 
     ranked = [sid for sid, _ in ranked_pool(state) if sid not in cited]
     linked = [sid for sid in ranked if any(names(c, sid) or names(sid, c) for c in cited)]
     return linked[:CHAIN_LINKS]
 
 
-def named_by_question(state: ResearchState, sid: str) -> bool:
+def named_by_question(state: ResearchState, title: str) -> bool:
     """A passage whose title (its name part) the question names."""
-    head = name_of(state.source_by_sid()[sid].title)
+    head = name_of(title)
     return len(head) > 2 and states(head, state.topic)
 
 
@@ -455,21 +456,13 @@ def question_shares(state: ResearchState, passages: list[str]) -> dict[str, floa
     """Each passage's largest share of the question's key words (weighted by rarity) that one
     of its sentences states."""
     weights = key_weights(state)
-    total = sum(weights.values())
     by_sid = state.source_by_sid()
-
-    def share(sid: str) -> float:
-        return max(
-            (sum(w for k, w in weights.items() if k in stems(x.text)) / total for x in by_sid[sid].sentences),
-            default=0.0,
-        )
-
-    return {sid: share(sid) if total else 0.0 for sid in passages}
+    return {sid: max((question_share(x.text, weights) for x in by_sid[sid].sentences), default=0.0) for sid in passages}
 
 
-def most_of_question(state: ResearchState, passages: list[str]) -> list[str]:
+def most_of_question(state: ResearchState, passages: list[str], shares: dict[str, float] | None = None) -> list[str]:
     """The passage with the sentence that states the largest share of the question's key words
-    (all of them on a tie), when that share is at least PART_OF_QUESTION."""
-    shares = question_shares(state, passages)
-    best = max(shares.values(), default=0.0)
+    (all of them on a tie), when that share is at least PART_OF_QUESTION (`shares`: computed already)."""
+    shares = question_shares(state, passages) if shares is None else shares
+    best = max((shares[sid] for sid in passages), default=0.0)
     return [sid for sid in passages if shares[sid] >= max(best, PART_OF_QUESTION) - 1e-9]
