@@ -49,9 +49,9 @@ from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E4
 
 from deepresearch.facts import CATEGORIES  # noqa: E402
 
-# "main": the extraction as merged after session 13 (round 3's rules and classifier; session 14's start), run from
-# this commit's package in a subprocess, so the new rules are compared with it in the same run.
-MAIN_COMMIT = "0954d8f"
+# "main": the extraction as merged after session 14 (the learned stands-alone check; session 15's start), run from
+# this commit's package in a subprocess, so the new code is compared with it in the same run.
+MAIN_COMMIT = "d14185c"
 EXTRACTORS = ("baseline", "main", "new")
 
 

@@ -26,7 +26,9 @@ FLAGS = ("standalone", "claim", "complete")
 # before the rules written from them ran on it.
 # blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
 # blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
+# blind6: session 15, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs,
+# Node.js API pages).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
