@@ -35,6 +35,18 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def category_examples(
+    sources: dict[str, Any], labels: list[dict[str, Any]], exclude: tuple[str, ...] | list[str]
+) -> list[list[str]]:
+    """[category, claim, its source's title] of every labeled claim outside the `exclude` splits, in order:
+    the category classifier's examples (models/data/category_examples.json)."""
+    return [
+        [r["category"], r["fact"], sources[r["source"]]["title"]]
+        for r in labels
+        if r["claim"] and r["category"] and r["split"] not in exclude
+    ]
+
+
 def _stems(text: str) -> set[str]:
     return {_stem(w) for w in content_words(text)}
 
