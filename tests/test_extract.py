@@ -285,6 +285,7 @@ def test_categories_of_technical_text_and_case_of_lowercase_names():
 from pathlib import Path  # noqa: E402
 
 from deepresearch.models.categorize import (  # noqa: E402
+    PROTOTYPE_WEIGHT,
     PROTOTYPES,
     LinearCategorizer,
     PrototypeCategorizer,
@@ -570,8 +571,9 @@ def test_the_linear_classifier_reads_the_source_title_beside_the_sentence():
     assert cat.categorize(["version version"], "protocol") == ["technology"]
     assert cat.categorize(["version version"]) == ["product_info"]  # no title: its own words (a prototype's)
     texts, classes, titles = training_set(examples)
-    assert titles.count("") == sum(map(len, PROTOTYPES.values())) + len(examples)  # each example also untitled
-    assert len(texts) == len(classes) == len(titles) == sum(map(len, PROTOTYPES.values())) + 2 * len(examples)
+    prototypes = PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
+    assert titles.count("") == prototypes + len(examples)  # each example also untitled
+    assert len(texts) == len(classes) == len(titles) == prototypes + 2 * len(examples)
 
 
 def test_softmax_regression_separates_what_it_is_given():
@@ -622,7 +624,7 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_bli
     assert examples == trained  # no blind6 claim is learned from (session 15's blind split)
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
-    assert len(texts) == len(classes) == 2 * len(examples) + sum(map(len, PROTOTYPES.values()))
+    assert len(texts) == len(classes) == 2 * len(examples) + PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
 
 
 DATA = Path(__file__).parent / "data"
@@ -691,3 +693,25 @@ def test_model_categorizer_uses_the_enum_choice_and_falls_back_on_a_bad_answer()
     assert chosen == ["technology", "historical"]  # the second: two bad answers → cue words
     assert model.history[0]["schema"] == MODEL_SCHEMA
     assert MODEL_SCHEMA["properties"]["category"]["enum"] == list(CATEGORIES)
+
+
+class _TitleRecorder:
+    """A categorizer that files everything under technology and records the titles it is given."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.titles: list[str] = []
+
+    def categorize(self, texts: list[str], title: str = "") -> list[str]:
+        self.titles.append(title)
+        return ["technology"] * len(texts)
+
+
+def test_extraction_gives_the_categorizer_the_source_title():
+    recorder = _TitleRecorder()
+    text = "SQLite WAL mode lets readers continue while a writer appends to the write-ahead log."
+    result = extract_facts(text, "file:///wal.html", title="Write-Ahead Logging", categorizer=recorder)
+    assert [f.category for f in result.facts] == ["technology"] and recorder.titles == ["Write-Ahead Logging"]
+    extract_facts(text, "file:///wal.html", categorizer=recorder)
+    assert recorder.titles[-1] == ""  # no title known: the categorizer reads the sentence alone
