@@ -4,8 +4,8 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 150 sources —
-SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite documentation chunks — each labeled by
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 172 sources —
+SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite and Node.js documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
