@@ -107,13 +107,17 @@ class CachedEmbedder:
         return np.asarray([self.cache[t] for t in texts]).reshape(len(texts), self.dimension)
 
 
-def split_examples(sources: list[dict[str, Any]], labels: list[dict[str, Any]], split: str) -> list[tuple[str, ...]]:
+def split_examples(
+    sources: list[dict[str, Any]], labels: list[dict[str, Any]], split: str
+) -> list[tuple[str, str, str]]:
     """The category classifier's examples as the shipped ones are built (build_standalone_weights), without `split`."""
     import build_standalone_weights as bsw
     from extraction_labels import category_examples
 
     by_id = {s["id"]: s for s in sources}
-    return [tuple(e) for e in category_examples(by_id, labels, (*bsw.EXCLUDED, split))]
+    return [
+        (category, text, title) for category, text, title in category_examples(by_id, labels, (*bsw.EXCLUDED, split))
+    ]
 
 
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,7 +141,8 @@ def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]
             vectors[keep], [features[i] for i in keep], [rows[i]["good"] for i in keep], embedder.model_id,
             bsw.THRESHOLD, c=bsw.C,
         )  # fmt: skip
-        out[split] = LinearCategorizer(embedder, standalone=model, examples=split_examples(sources, labels, split))  # type: ignore[arg-type]
+        examples = split_examples(sources, labels, split)
+        out[split] = LinearCategorizer(embedder, standalone=model, examples=examples)  # type: ignore[arg-type]
     return out
 
 
