@@ -336,8 +336,13 @@ def fit_examples(
     embedder: Embedder, examples: list[tuple[str, str, str]] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The softmax regression fitted on the prototypes and `examples` (default: the shipped ones)."""
+    import numpy as np
+
     texts, labels, titles = training_set(examples)
-    return fit_softmax(with_titles(embedder.embed_batch(texts), embed_titles(embedder, titles)), labels)
+    distinct = list(dict.fromkeys(texts))  # each example is a row twice, each prototype PROTOTYPE_WEIGHT times
+    vectors = dict(zip(distinct, embedder.embed_batch(distinct), strict=True))
+    rows = np.asarray([vectors[t] for t in texts])
+    return fit_softmax(with_titles(rows, embed_titles(embedder, titles)), labels)
 
 
 def fit_softmax(
