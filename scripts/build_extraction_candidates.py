@@ -12,7 +12,8 @@ dev2 part (session 13's extra tuning data, labeled after blind2 was committed), 
 (labeled and committed before the rules written from blind2's failures ran on it), a blind4
 part (the same, before the rules written from blind3's failures ran on it) and a blind5 part
 (session 14: labeled and committed before any of that session's code ran on it; its paragraphs
-come from MuSiQue, `--musique`, instead of HotpotQA):
+come from MuSiQue, `--musique`, instead of HotpotQA) and a blind6 part (session 15: the same, with the
+Node.js API documentation, `--node-doc`, for its documentation set):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -75,9 +76,16 @@ HOTPOT_QUESTIONS = {
     "blind3": range(50, 54),
     "blind4": range(70, 74),
 }
-SCIFACT_DOCS = {"dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2}
+SCIFACT_DOCS = {
+    "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
+}  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
-MUSIQUE_QUESTIONS = {"blind5": range(10, 14)}
+MUSIQUE_QUESTIONS = {"blind5": range(10, 14), "blind6": range(14, 18)}
+# session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
+# nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
+NODE_PAGES = {
+    "blind6": ["worker_threads.html", "packages.html", "permissions.html", "esm.html", "timers.html", "stream.html"]
+}
 # Where each split's SciFact abstracts start, as a share of the file.
 SCIFACT_START = {
     "dev": 0.0,
@@ -88,6 +96,7 @@ SCIFACT_START = {
     "blind3": 0.375,
     "blind4": 0.625,
     "blind5": 0.875,
+    "blind6": 0.9375,
 }
 
 
@@ -146,9 +155,23 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _node(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per Node.js API page, a third of the way in."""
+    out = []
+    for split, pages in NODE_PAGES.items():
+        for page in pages:
+            title, text = read_html_file(folder / page)
+            chunks = chunk_text(text, 180, 30)
+            i = len(chunks) // 3
+            out.append(_source(f"node-{page[:-5]}-c{i}", "nodejs", split, title, chunks[i], url=page))
+    return out
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
+    elif corpus == "nodejs":
+        url = f"file:///usr/share/doc/nodejs/api/{url}"
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
@@ -235,12 +258,14 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, help="BEIR SciFact corpus.jsonl")
     parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json")
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
-    parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's paragraphs)")
+    parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
+    parser.add_argument("--node-doc", type=Path, help="folder of the Node.js API HTML pages (blind6's documentation)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)
         sources += _musique(args.musique) if args.musique else []
+        sources += _node(args.node_doc) if args.node_doc else []
         write_jsonl(SOURCES, sources)
     else:  # re-use the shipped sources (e.g. to add the new extraction's outputs)
         sources = load_jsonl(SOURCES)

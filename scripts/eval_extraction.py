@@ -4,17 +4,17 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 150 sources —
-SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite documentation chunks — each labeled by
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 172 sources —
+SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite and Node.js documentation chunks — each labeled by
 hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
-read in a later session (heldout, fresh, blind2, blind4) and blind5, labeled and committed in
-session 14 before any of that session's code ran on it. For each
+read in a later session (heldout, fresh, blind2, blind4, blind5) and blind6, labeled and committed in
+session 15 before any of that session's code ran on it. For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
-each split's sources extracted with a stands-alone check (models/standalone.py) fitted without
-that split's labels, blind5's being the shipped one: `loso_categorizers`)
+each split's sources extracted with a stands-alone check (models/standalone.py) and a category classifier
+fitted without that split's labels, blind6's being the shipped ones: `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -24,8 +24,9 @@ and each split it prints:
 - category accuracy over the matched stored facts labeled as claims;
 - facts stored per source and extraction seconds per source (mean; the embedding model is
   loaded before timing).
-Then the categorizers alone over every labeled claim (not only the stored ones): cue words,
-the nearest-prototype rule, the softmax regression (its dev, dev2 and blind3 figures by leave-one-out), and with
+Then the categorizers alone over every labeled claim (not only the stored ones, each with its source's
+title): cue words, the nearest-prototype rule, the softmax regression (each split's figure by a fit without
+that split's claims), and with
 `--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
 runs both extractions over every chunk of the issue's SQLite pages instead.
 
@@ -47,11 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
-from deepresearch.facts import CATEGORIES  # noqa: E402
-
-# "main": the extraction as merged after session 13 (round 3's rules and classifier; session 14's start), run from
-# this commit's package in a subprocess, so the new rules are compared with it in the same run.
-MAIN_COMMIT = "0954d8f"
+# "main": the extraction as merged after session 14 (the learned stands-alone check; session 15's start), run from
+# this commit's package in a subprocess, so the new code is compared with it in the same run.
+MAIN_COMMIT = "d14185c"
 EXTRACTORS = ("baseline", "main", "new")
 
 
@@ -93,16 +92,44 @@ def run_main(sources: list[dict[str, Any]], max_facts: int, commit: str = MAIN_C
     }
 
 
+class CachedEmbedder:
+    """The embedder with every text's vector kept: the per-split fits embed the same sentences."""
+
+    def __init__(self, inner: Any):
+        self.inner, self.model_id, self.dimension = inner, inner.model_id, inner.dimension
+        self.cache: dict[str, Any] = {}
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        self.cache.update(zip(todo, self.inner.embed_batch(todo), strict=True) if todo else [])
+        return np.asarray([self.cache[t] for t in texts]).reshape(len(texts), self.dimension)
+
+
+def split_examples(
+    sources: list[dict[str, Any]], labels: list[dict[str, Any]], split: str
+) -> list[tuple[str, str, str]]:
+    """The category classifier's examples as the shipped ones are built (build_standalone_weights), without `split`."""
+    import build_standalone_weights as bsw
+    from extraction_labels import category_examples
+
+    by_id = {s["id"]: s for s in sources}
+    return [
+        (category, text, title) for category, text, title in category_examples(by_id, labels, (*bsw.EXCLUDED, split))
+    ]
+
+
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per split, the shipped categorizer carrying a stands-alone model (models/standalone.py) fitted
+    """Per split, a categorizer (category classifier and stands-alone model, models/standalone.py) fitted
     on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
-    blind5 (blind5's is the shipped model): so each split is scored by a check not trained on it."""
+    the excluded split (blind6: its are the shipped ones): so each split is scored by models not trained on it."""
     import build_standalone_weights as bsw
 
     from deepresearch.models import standalone
     from deepresearch.models.categorize import LinearCategorizer, default_categorizer
 
-    embedder = default_categorizer().embedder  # type: ignore[attr-defined]
+    embedder = CachedEmbedder(default_categorizer().embedder)  # type: ignore[attr-defined]
     by_id = {s["id"]: s for s in sources}
     rows = [r for r in bsw.labeled_rows(by_id, labels, bsw.TRAIN_ON) if r["split"] not in bsw.EXCLUDED]
     rows = rows + bsw.without_titles(rows) if bsw.TITLE_DROPOUT else rows  # as the shipped fit (`bsw.fit`)
@@ -114,7 +141,8 @@ def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]
             vectors[keep], [features[i] for i in keep], [rows[i]["good"] for i in keep], embedder.model_id,
             bsw.THRESHOLD, c=bsw.C,
         )  # fmt: skip
-        out[split] = LinearCategorizer(embedder, standalone=model)
+        examples = split_examples(sources, labels, split)
+        out[split] = LinearCategorizer(embedder, standalone=model, examples=examples)  # type: ignore[arg-type]
     return out
 
 
@@ -133,7 +161,9 @@ def run_extractor(
         from deepresearch.models import extract as new_module
 
         categorizers = loso_categorizers(sources, labels)
-        categorizers["blind5"].categorize(["A warm-up sentence."])  # load the embedding model before timing
+        for categorizer in categorizers.values():  # fitted (and the embedding model loaded) before timing
+            categorizer.categorize(["A warm-up sentence."])
+            categorizer.embedder = categorizer.standalone.embedder = categorizer.embedder.inner  # timed uncached
 
         def call(s: dict[str, Any]) -> Any:
             return new_module.extract_facts(
@@ -193,20 +223,14 @@ def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[di
     }
 
 
-def linear_leave_one_out(categorizer: Any, claims: list[dict[str, Any]]) -> list[str]:
-    """The linear classifier's category for each dev claim, fitted without that claim (it is one of
-    the shipped examples): leave-one-out, so the dev figure is not a training-set figure."""
-    from deepresearch.models.categorize import fit_softmax, softmax, training_set
-
-    texts, labels = training_set()
-    vectors = categorizer.embedder.embed_batch(texts)
-    out = []
-    for claim in claims:
-        keep = [i for i, t in enumerate(texts) if t != claim["fact"]]
-        weights, bias = fit_softmax(vectors[keep], [labels[i] for i in keep])
-        p = softmax(categorizer.embedder.embed_batch([claim["fact"]]) @ weights + bias)[0]
-        out.append(categorizer.choose(dict(zip(CATEGORIES, map(float, p), strict=True))))
-    return out
+def by_title(categorizer: Any, claims: list[dict[str, Any]], titles: dict[str, str]) -> list[str]:
+    """Each claim's category, the claims of one source together under its title."""
+    chosen: dict[str, str] = {}
+    for source in dict.fromkeys(r["source"] for r in claims):
+        ids = [r["id"] for r in claims if r["source"] == source]
+        facts = [r["fact"] for r in claims if r["source"] == source]
+        chosen |= dict(zip(ids, categorizer.categorize(facts, titles[source]), strict=True))
+    return [chosen[r["id"]] for r in claims]
 
 
 def _candidates(model_path: str | None) -> list[Any]:
@@ -223,9 +247,9 @@ def _candidates(model_path: str | None) -> list[Any]:
     shipped = default_categorizer()
     candidates: list[Any] = [RuleCategorizer()]
     if isinstance(shipped, LinearCategorizer):
-        embedder = shipped.embedder
+        embedder: Any = CachedEmbedder(shipped.embedder)  # the linear one is fitted once per split
         candidates += [PrototypeCategorizer(embedder, margin=0.0), PrototypeCategorizer(embedder)]
-        candidates += [LinearCategorizer(embedder, margin=0.0), shipped]
+        candidates += [LinearCategorizer(embedder, margin=0.0), LinearCategorizer(embedder)]
     if model_path:
         from deepresearch.config import LLMConfig
         from deepresearch.models.llm import get_chat_model
@@ -236,10 +260,13 @@ def _candidates(model_path: str | None) -> list[Any]:
 
 
 def categorizer_accuracy(
-    labels: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
+    labels: list[dict[str, Any]], sources: list[dict[str, Any]], model_path: str | None = None, model_sample: int = 0
 ) -> list[dict[str, Any]]:
-    """Category accuracy of each categorizer over every labeled claim, per split (the linear
-    classifier's dev figure by leave-one-out; with `model_path`, also the chat model)."""
+    """Category accuracy of each categorizer over every labeled claim, per split, each claim with its source's
+    title (the linear classifier fitted without the split's claims; with `model_path`, also the chat model)."""
+    from deepresearch.models.categorize import LinearCategorizer
+
+    titles = {s["id"]: s["title"] for s in sources}
     rows = []
     for categorizer in _candidates(model_path):
         for split in SPLITS:
@@ -247,10 +274,11 @@ def categorizer_accuracy(
             if categorizer.name == "model" and model_sample:  # every k-th claim: CPU is scarce
                 claims = claims[:: max(1, len(claims) // model_sample)][:model_sample]
             start = time.perf_counter()
-            if categorizer.name == "linear" and split in ("dev", "dev2", "blind3"):
-                chosen = linear_leave_one_out(categorizer, claims)
+            if categorizer.name == "linear":  # the same margin, fitted without this split's claims
+                examples = split_examples(sources, labels, split)
+                chosen = by_title(LinearCategorizer(categorizer.embedder, categorizer.margin, examples), claims, titles)
             else:
-                chosen = categorizer.categorize([r["fact"] for r in claims])
+                chosen = by_title(categorizer, claims, titles)
             if categorizer.name == "model":
                 print(f"  model categories ({split}): {(time.perf_counter() - start) / len(claims):.2f} s/fact")
             right = sum(c == r["category"] for c, r in zip(chosen, claims, strict=True))
@@ -363,7 +391,7 @@ def labeled_main(args: argparse.Namespace) -> None:
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
-    cats = categorizer_accuracy(labels, args.model_categories, args.model_sample)
+    cats = categorizer_accuracy(labels, sources, args.model_categories, args.model_sample)
     print("\ncategorizers over every labeled claim")
     print("| categorizer | split | claims | accuracy |\n|---|---|---|---|")
     for c in cats:

@@ -26,11 +26,25 @@ FLAGS = ("standalone", "claim", "complete")
 # before the rules written from them ran on it.
 # blind4: the same for the third round (committed before the rules written from blind3's failures ran on it).
 # blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
+# blind6: session 15, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs,
+# Node.js API pages).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def category_examples(
+    sources: dict[str, Any], labels: list[dict[str, Any]], exclude: tuple[str, ...] | list[str]
+) -> list[list[str]]:
+    """[category, claim, its source's title] of every labeled claim outside the `exclude` splits, in order:
+    the category classifier's examples (models/data/category_examples.json)."""
+    return [
+        [r["category"], r["fact"], sources[r["source"]]["title"]]
+        for r in labels
+        if r["claim"] and r["category"] and r["split"] not in exclude
+    ]
 
 
 def _stems(text: str) -> set[str]:

@@ -89,3 +89,19 @@ def test_extraction_files_technical_documentation_under_technology_not_strategy(
     )
     result = extract_facts(text, "file:///sqlite/isolation.html", categorizer=LinearCategorizer(real_embedder))
     assert len(result.facts) >= 2 and {f.category for f in result.facts} == {"technology"}
+
+
+def test_the_source_title_tells_the_classifier_what_kind_of_text_a_claim_comes_from(real_embedder):
+    from deepresearch.models.categorize import LinearCategorizer
+
+    # Written for this test (none from the labeled set): the same words are geography (history: it does not
+    # age) in a page about a town and how software works in API documentation.
+    categorizer = LinearCategorizer(real_embedder)
+    claim = "The town lies on a main road between two larger cities."
+    assert categorizer.categorize([claim], "Kettering") == ["historical"]
+    assert categorizer.categorize([claim], "Timers | Node.js v20 Documentation") == ["technology"]
+    alone, titled = (categorizer.probabilities([claim], title)[0]["historical"] for title in ("", "Kettering"))
+    assert titled > alone + 0.1
+    # A claim whose words decide keeps its category under an unrelated title (or a file name).
+    for title in ("Kettering", "wal.md", ""):
+        assert categorizer.categorize(["Calling the function twice has no effect."], title) == ["technology"]

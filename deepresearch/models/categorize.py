@@ -10,11 +10,13 @@ The category decides a fact's TTL and decay (README, "Fact lifecycle"), so it sh
 - historical: what happened and does not change — births, deaths, foundings, elections,
   events, dated milestones, biographies, works and their dates.
 
-`LinearCategorizer` (the default) is a softmax regression on the sentence embeddings, fitted once
-per embedder and process (~0.1 s, numpy) on the category prototypes below and the hand-labeled
-claims of the tuning splits (dev, dev2, blind3) of tests/data/extraction_labels.jsonl
-(models/data/category_examples.json; the held-out, fresh, blind2, blind4 and blind5 claims are what
-it is measured on). It also carries the learned stands-alone check on the same embedder
+`LinearCategorizer` (the default) is a softmax regression on the sentence's embedding beside its
+source's title's (zeros when there is none: a claim about a river under "Atbarah River" is history, the
+same words under a software page's title are not), fitted once per embedder and process (~0.1 s,
+numpy; stored in the model cache) on the category prototypes below and the hand-labeled claims of
+tests/data/extraction_labels.jsonl but its newest blind split (models/data/category_examples.json,
+each with its source's title, and each also without one, so a fact without a title is classified by
+its own words). It also carries the learned stands-alone check on the same embedder
 (`.standalone`, models/standalone.py), which extraction applies after the rules.
 `PrototypeCategorizer` embeds each category's description and example claims (written for this
 module, none from the evaluation sets) and files a fact under the category whose prototypes are
@@ -127,8 +129,8 @@ class Categorizer(Protocol):
 
     name: str
 
-    def categorize(self, texts: list[str]) -> list[str]:
-        """One category per text."""
+    def categorize(self, texts: list[str], title: str = "") -> list[str]:
+        """One category per text (`title`: the title of the source they come from, when known)."""
         ...
 
 
@@ -208,7 +210,8 @@ class RuleCategorizer:
 
     name = "rules"
 
-    def categorize(self, texts: list[str]) -> list[str]:
+    def categorize(self, texts: list[str], title: str = "") -> list[str]:
+        """Cue words of each text (the title is not used)."""
         return [classify_category(t) for t in texts]
 
 
@@ -225,13 +228,13 @@ class _EmbeddingCategorizer:
 
     margin: float
 
-    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+    def scores(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
         raise NotImplementedError
 
-    def categorize(self, texts: list[str]) -> list[str]:
-        """One category per text, in order."""
+    def categorize(self, texts: list[str], title: str = "") -> list[str]:
+        """One category per text, in order (`title`: their source's, when known)."""
         latin = [t for t in texts if not has_cjk(t)]
-        chosen = iter([self.choose(s) for s in self.scores(latin)])
+        chosen = iter([self.choose(s) for s in self.scores(latin, title)])
         return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
 
     def choose(self, scores: dict[str, float]) -> str:
@@ -259,8 +262,8 @@ class PrototypeCategorizer(_EmbeddingCategorizer):
             self._vectors = cached
         return self._vectors
 
-    def scores(self, texts: list[str]) -> list[dict[str, float]]:
-        """Per text, each category's score: mean cosine of its two nearest prototypes."""
+    def scores(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
+        """Per text, each category's score: mean cosine of its two nearest prototypes (title not used)."""
         import numpy as np
 
         if not texts:
@@ -275,10 +278,17 @@ class PrototypeCategorizer(_EmbeddingCategorizer):
 
 # --- a linear classifier over labeled claims (the default) ----------------------------------
 
-# L2 strength of the softmax regression (C as in scikit-learn: larger = weaker), fixed steps of Adam.
-# Chosen by leave-one-out on the dev claims (docs/BENCHMARKS.md, session 12); leave-one-source-out on dev and
-# dev2 in session 13 did not prefer another (C = 3: 0.917, 10: 0.908, 30: 0.908; class-balanced: 0.874-0.879).
-LINEAR_C = 10.0
+# L2 strength of the softmax regression (C as in scikit-learn: larger = weaker), fixed steps of Adam, and the
+# weight of the title's embedding beside the sentence's. Chosen leave-one-split-out on the eight splits before
+# blind6 (docs/BENCHMARKS.md, session 15): the sentence alone 0.892 (C = 3; 0.884 at C = 10), with the title
+# 0.912 (C = 3, weight 1; 0.901 at C = 10, 0.908-0.910 at weight 1.5-2).
+LINEAR_C = 3.0
+TITLE_WEIGHT = 1.0
+# Each prototype counts this many times: the labeled claims (two rows each) hold no market figure and two plans,
+# so the prototypes are what the classifier knows of those categories. At 1, "Shares of the chip maker rose 7% to
+# $131 after quarterly sales beat estimates." was technology (market_data 0.29); at 3, market_data (0.56), with the
+# same leave-one-split-out accuracy (0.912; 5: 0.908, 8: 0.903). docs/BENCHMARKS.md, session 15.
+PROTOTYPE_WEIGHT = 3
 LINEAR_STEPS = 300
 # Unsure: the best two categories' probabilities within this of each other.
 LINEAR_UNSURE_MARGIN = 0.05
@@ -286,19 +296,53 @@ LINEAR_UNSURE_MARGIN = 0.05
 _LINEAR_WEIGHTS: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
-def shipped_examples() -> list[tuple[str, str]]:
-    """The labeled (category, claim) examples shipped in models/data/category_examples.json: the
-    dev, dev2 and blind3 splits' claims of tests/data/extraction_labels.jsonl (the others are measured on)."""
+def shipped_examples() -> list[tuple[str, str, str]]:
+    """The labeled (category, claim, source title) examples shipped in models/data/category_examples.json:
+    the claims of tests/data/extraction_labels.jsonl but those of its newest blind split (measured on)."""
     data = json.loads((Path(__file__).parent / "data" / "category_examples.json").read_text(encoding="utf-8"))
-    return [(category, text) for category, text in data["examples"]]
+    return [(category, text, title) for category, text, title in data["examples"]]
 
 
-def training_set(extra: list[tuple[str, str]] | None = None) -> tuple[list[str], list[int]]:
-    """Texts and category indexes the classifier learns from: the prototypes and the labeled
-    (category, text) examples (default: the shipped ones)."""
-    pairs = [(c, text) for c in CATEGORIES for text in PROTOTYPES[c]]
-    pairs += shipped_examples() if extra is None else extra
-    return [t for _, t in pairs], [CATEGORIES.index(c) for c, _ in pairs]
+def training_set(
+    extra: list[tuple[str, str, str]] | None = None,
+) -> tuple[list[str], list[int], list[str]]:
+    """Texts, category indexes and titles the classifier learns from: the prototypes (no title,
+    PROTOTYPE_WEIGHT times each) and the labeled (category, text, title) examples (default: the shipped
+    ones), each titled one also without its title (a source may have none)."""
+    examples = shipped_examples() if extra is None else extra
+    rows = [(c, text, "") for c in CATEGORIES for text in PROTOTYPES[c]] * PROTOTYPE_WEIGHT + list(examples)
+    rows += [(c, text, "") for c, text, title in examples if title]
+    return [t for _, t, _ in rows], [CATEGORIES.index(c) for c, _, _ in rows], [title for *_, title in rows]
+
+
+def with_titles(vectors: np.ndarray, title_vectors: np.ndarray) -> np.ndarray:
+    """The classifier's input rows: each sentence's embedding beside its title's (weighted; zeros: no title)."""
+    import numpy as np
+
+    return np.hstack([vectors, TITLE_WEIGHT * title_vectors])
+
+
+def embed_titles(embedder: Embedder, titles: list[str]) -> np.ndarray:
+    """One row per title: its embedding, zeros for a blank title (each distinct title embedded once)."""
+    import numpy as np
+
+    distinct = [t for t in dict.fromkeys(titles) if t.strip()]
+    vectors = dict(zip(distinct, embedder.embed_batch(distinct), strict=True)) if distinct else {}
+    zero = np.zeros(embedder.dimension)
+    return np.asarray([vectors.get(t, zero) if t.strip() else zero for t in titles])
+
+
+def fit_examples(
+    embedder: Embedder, examples: list[tuple[str, str, str]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The softmax regression fitted on the prototypes and `examples` (default: the shipped ones)."""
+    import numpy as np
+
+    texts, labels, titles = training_set(examples)
+    distinct = list(dict.fromkeys(texts))  # each example is a row twice, each prototype PROTOTYPE_WEIGHT times
+    vectors = dict(zip(distinct, embedder.embed_batch(distinct), strict=True))
+    rows = np.asarray([vectors[t] for t in texts])
+    return fit_softmax(with_titles(rows, embed_titles(embedder, titles)), labels)
 
 
 def fit_softmax(
@@ -327,9 +371,8 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 class LinearCategorizer(_EmbeddingCategorizer):
-    """Softmax regression on the embeddings, fitted (once per embedder and process, ~0.1 s) on the
-    category prototypes and the tuning claims (dev, dev2, blind3) of the labeled set; unsure → the shorter-lived of the
-    best two."""
+    """Softmax regression on the sentence's and its source title's embeddings, fitted (once per embedder
+    and process) on the category prototypes and the labeled claims; unsure → the shorter-lived of the best two."""
 
     name = "linear"
 
@@ -337,7 +380,7 @@ class LinearCategorizer(_EmbeddingCategorizer):
         self,
         embedder: Embedder,
         margin: float = LINEAR_UNSURE_MARGIN,
-        examples: list[tuple[str, str]] | None = None,
+        examples: list[tuple[str, str, str]] | None = None,
         standalone: StandaloneModel | None = None,
     ):
         from deepresearch.models.standalone import StandaloneCheck, shipped_model
@@ -346,14 +389,14 @@ class LinearCategorizer(_EmbeddingCategorizer):
         self.margin = margin
         self.examples = examples  # None: the shipped examples (models/data/category_examples.json)
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
+        self._title: tuple[str, np.ndarray] | None = None  # the last title and its row (a source's facts share it)
         # the learned stands-alone check on the same embeddings (models/standalone.py; None: the shipped weights)
         self.standalone = StandaloneCheck(embedder, standalone or shipped_model())
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray]:
         if self._weights is None:
             if self.examples is not None:
-                texts, labels = training_set(self.examples)
-                self._weights = fit_softmax(self.embedder.embed_batch(texts), labels)
+                self._weights = fit_examples(self.embedder, self.examples)
                 return self._weights
             cached = _LINEAR_WEIGHTS.get(self.embedder)
             if cached is None:
@@ -362,17 +405,22 @@ class LinearCategorizer(_EmbeddingCategorizer):
             self._weights = cached
         return self._weights
 
-    def probabilities(self, texts: list[str]) -> list[dict[str, float]]:
-        """Per text, each category's probability."""
+    def probabilities(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
+        """Per text, each category's probability (`title`: their source's; blank when unknown)."""
+        import numpy as np
+
         if not texts:
             return []
         weights, bias = self._fit()
-        p = softmax(self.standalone.embed(texts) @ weights + bias)  # a checked fact is not embedded twice
+        if self._title is None or self._title[0] != title:
+            self._title = (title, embed_titles(self.embedder, [title])[0])
+        vectors = self.standalone.embed(texts)  # a checked fact is not embedded twice
+        p = softmax(with_titles(vectors, np.tile(self._title[1], (len(texts), 1))) @ weights + bias)
         return [{c: float(p[i, j]) for j, c in enumerate(CATEGORIES)} for i in range(len(texts))]
 
-    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+    def scores(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
         """The classifier's scores are its probabilities."""
-        return self.probabilities(texts)
+        return self.probabilities(texts, title)
 
 
 def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
@@ -384,18 +432,18 @@ def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
 
     from deepresearch.models.shipped import model_cache_dir
 
-    texts, labels = training_set()
-    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, LINEAR_C, LINEAR_STEPS]
-    key = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:20]
+    texts, labels, titles = training_set()
+    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, titles, TITLE_WEIGHT]
+    key = hashlib.sha256(json.dumps([*what, LINEAR_C, LINEAR_STEPS]).encode()).hexdigest()[:20]
     path = model_cache_dir() / f"categories-{key}.npz"
     try:
         with np.load(path) as stored:
             weights, bias = stored["weights"], stored["bias"]
-        if weights.shape == (embedder.dimension, len(CATEGORIES)) and bias.shape == (len(CATEGORIES),):
+        if weights.shape == (2 * embedder.dimension, len(CATEGORIES)) and bias.shape == (len(CATEGORIES),):
             return weights, bias
     except (OSError, KeyError, ValueError) as exc:
         log.debug("category weights not stored yet (%s)", exc)
-    weights, bias = fit_softmax(embedder.embed_batch(texts), labels)
+    weights, bias = fit_examples(embedder)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
@@ -441,7 +489,8 @@ class ModelCategorizer:
         self.model = model
         self.fallback = fallback or RuleCategorizer()
 
-    def categorize(self, texts: list[str]) -> list[str]:
+    def categorize(self, texts: list[str], title: str = "") -> list[str]:
+        """The model's choice per text (the title is not used)."""
         from deepresearch.models.llm import complete_json
 
         out = []

@@ -244,7 +244,7 @@ def extract_facts(
     for claim in _checked_fallback(text, topic, max_facts * 2, title, categorizer) if len(kept) < max_facts else []:
         if grounding_problem(claim, source, topic) is None:
             keep(claim, None, FALLBACK_CONFIDENCE, "fallback")
-    _categorize(kept, categorizer)
+    _categorize(kept, categorizer, title)
     result.facts = [
         Fact(fact=claim, source_url=source_url, research_topic=topic, category=category, confidence=confidence)
         for claim, category, confidence, _ in kept
@@ -263,11 +263,11 @@ def _checked_fallback(text: str, topic: str, limit: int, title: str, categorizer
     return check.keep(claims, text, title) if check is not None else claims
 
 
-def _categorize(kept: list[list[Any]], categorizer: Categorizer | None) -> None:
-    """Fill the categories the model did not give, in one batch."""
+def _categorize(kept: list[list[Any]], categorizer: Categorizer | None, title: str) -> None:
+    """Fill the categories the model did not give, in one batch (the source's title helps the classifier)."""
     todo = [k for k in kept if k[1] is None]
     if todo:
-        chosen = (categorizer or default_categorizer()).categorize([k[0] for k in todo])
+        chosen = (categorizer or default_categorizer()).categorize([k[0] for k in todo], title)
         for k, category in zip(todo, chosen, strict=True):
             k[1] = category
 
