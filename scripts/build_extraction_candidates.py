@@ -33,6 +33,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -137,34 +138,36 @@ def _musique(path: Path) -> list[dict[str, Any]]:
     return _multihop(path, MUSIQUE_QUESTIONS, "musique")
 
 
-def _sqlite(folder: Path) -> list[dict[str, Any]]:
-    """Two chunks per page (a third and two thirds in), the pragma page's synchronous chunks."""
+def _doc_chunks(
+    folder: Path, pages: dict[str, list[str]], corpus: str, prefix: str, picks: Callable[[str, str, list[str]], list[int]]
+) -> list[dict[str, Any]]:
+    """Sources from documentation pages: per split and page, the chunks `picks(split, page, chunks)` names."""
     out = []
-    for split, pages in SQLITE_PAGES.items():
-        for page in pages:
+    for split, names in pages.items():
+        for page in names:
             title, text = read_html_file(folder / page)
             chunks = chunk_text(text, 180, 30)
-            if page == "pragma.html":
-                picks = [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
-            elif split in ("fresh", "blind2", "dev2", "blind3", "blind4", "blind5"):
-                picks = [len(chunks) // 2]
-            else:
-                picks = [len(chunks) // 3, 2 * len(chunks) // 3]
-            for i in picks:
-                out.append(_source(f"sqlite-{page[:-5]}-c{i}", "sqlite", split, title, chunks[i], url=page))
+            for i in picks(split, page, chunks):
+                out.append(_source(f"{prefix}-{page[:-5]}-c{i}", corpus, split, title, chunks[i], url=page))
     return out
+
+
+def _sqlite_picks(split: str, page: str, chunks: list[str]) -> list[int]:
+    """Two chunks per page (a third and two thirds in), one for the later splits, the pragma page's synchronous chunks."""
+    if page == "pragma.html":
+        return [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
+    if split in ("fresh", "blind2", "dev2", "blind3", "blind4", "blind5"):
+        return [len(chunks) // 2]
+    return [len(chunks) // 3, 2 * len(chunks) // 3]
+
+
+def _sqlite(folder: Path) -> list[dict[str, Any]]:
+    return _doc_chunks(folder, SQLITE_PAGES, "sqlite", "sqlite", _sqlite_picks)
 
 
 def _node(folder: Path) -> list[dict[str, Any]]:
     """One chunk per Node.js API page, a third of the way in."""
-    out = []
-    for split, pages in NODE_PAGES.items():
-        for page in pages:
-            title, text = read_html_file(folder / page)
-            chunks = chunk_text(text, 180, 30)
-            i = len(chunks) // 3
-            out.append(_source(f"node-{page[:-5]}-c{i}", "nodejs", split, title, chunks[i], url=page))
-    return out
+    return _doc_chunks(folder, NODE_PAGES, "nodejs", "node", lambda split, page, chunks: [len(chunks) // 3])
 
 
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
