@@ -32,8 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -138,9 +138,10 @@ def _musique(path: Path) -> list[dict[str, Any]]:
     return _multihop(path, MUSIQUE_QUESTIONS, "musique")
 
 
-def _doc_chunks(
-    folder: Path, pages: dict[str, list[str]], corpus: str, prefix: str, picks: Callable[[str, str, list[str]], list[int]]
-) -> list[dict[str, Any]]:
+Picks = Callable[[str, str, list[str]], list[int]]  # (split, page, its chunks) -> the chunks taken
+
+
+def _doc_chunks(folder: Path, pages: dict[str, list[str]], corpus: str, prefix: str, picks: Picks) -> list[dict]:
     """Sources from documentation pages: per split and page, the chunks `picks(split, page, chunks)` names."""
     out = []
     for split, names in pages.items():
@@ -153,7 +154,8 @@ def _doc_chunks(
 
 
 def _sqlite_picks(split: str, page: str, chunks: list[str]) -> list[int]:
-    """Two chunks per page (a third and two thirds in), one for the later splits, the pragma page's synchronous chunks."""
+    """Two chunks per page (a third and two thirds in), one for the later splits; the pragma page's
+    synchronous chunks."""
     if page == "pragma.html":
         return [i for i, c in enumerate(chunks) if PRAGMA_MARK in c][:2]
     if split in ("fresh", "blind2", "dev2", "blind3", "blind4", "blind5"):
