@@ -14,7 +14,8 @@ prints, for each split, a model fitted on the other splits (never on `--exclude`
 default) scored on that split's pool: precision (good share of what it keeps) and recall (good
 kept over good in the pool) at each threshold. `--write` fits on every split but the excluded
 ones and writes models/data/standalone_weights.json with `--threshold`, and the category classifier's
-examples (models/data/category_examples.json: every labeled claim of those splits with its source's title).
+examples (models/data/category_examples.json: every labeled claim of those splits with its source's title)
+and its fit for the default embedder (models/data/category_weights.json).
 """
 
 from __future__ import annotations
@@ -224,13 +225,32 @@ def write_category_examples(sources: dict[str, Any], labels: list[dict[str, Any]
     print(f"wrote {path} ({len(examples)} examples)")
 
 
+def write_category_weights(embedder: Any) -> None:
+    """models/data/category_weights.json: the classifier fitted on the examples just written, for `embedder`
+    (the default one), so a first run does not embed ~950 training texts (`categorize.shipped_fit`)."""
+    from deepresearch.models import categorize
+
+    weights, bias = categorize.fit_examples(embedder)
+    data = {
+        "about": "The category classifier (models/categorize.py) fitted on category_examples.json for the "
+        "default embedder; used when `key` matches (categorize.fit_key). Written by "
+        "scripts/build_standalone_weights.py --write (docs/BENCHMARKS.md, session 15).",
+        "key": categorize.fit_key(embedder),
+        "model_id": embedder.model_id,
+        "weights": [[float(f"{x:.9g}") for x in row] for row in weights.tolist()],
+        "bias": [float(f"{x:.9g}") for x in bias.tolist()],
+    }
+    categorize.WEIGHTS_FILE.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    print(f"wrote {categorize.WEIGHTS_FILE} (key {data['key']})")
+
+
 def main() -> None:
     from deepresearch.config import EmbeddingConfig
     from deepresearch.models.embed import get_embedder
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--loso", action="store_true", help="measure leave-one-split-out")
-    parser.add_argument("--write", action="store_true", help="write models/data/standalone_weights.json")
+    parser.add_argument("--write", action="store_true", help="write the shipped models/data files")
     parser.add_argument("--exclude", nargs="*", default=list(EXCLUDED), help="splits never trained on nor measured")
     parser.add_argument(
         "--train-on", choices=["labeled", "whole", "claims", "pool"], default=TRAIN_ON, help="rows to fit on"
@@ -253,6 +273,7 @@ def main() -> None:
     if args.write:
         write(fit(train_rows, embedder, args.threshold), splits, len(train_rows), args.train_on)
         write_category_examples(sources, labels, args.exclude)
+        write_category_weights(embedder)
 
 
 if __name__ == "__main__":

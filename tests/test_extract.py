@@ -610,6 +610,38 @@ def test_the_shipped_classifier_is_fitted_once_and_stored_in_the_model_cache(tmp
     categorize._LINEAR_WEIGHTS.clear()
 
 
+def test_the_default_embedder_uses_the_shipped_fit_without_embedding_the_training_set(
+    real_embedder, tmp_path, monkeypatch
+):
+    from deepresearch.models import categorize
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shipped = categorize.shipped_fit(categorize.fit_key(real_embedder), real_embedder.dimension)
+    # None here: the examples or the fit's settings changed without `scripts/build_standalone_weights.py --write`.
+    assert shipped is not None
+
+    def no_embedding(texts):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"a first run embedded {len(texts)} training texts")
+
+    monkeypatch.setattr(real_embedder, "embed_batch", no_embedding)
+    weights, bias = categorize._stored_fit(real_embedder)
+    assert (weights == shipped[0]).all() and (bias == shipped[1]).all()
+    assert not list(tmp_path.rglob("categories-*.npz"))  # nothing fitted, nothing stored
+    assert categorize.shipped_fit("another-key", real_embedder.dimension) is None  # another embedder: fit anew
+
+
+@pytest.mark.slow
+def test_the_shipped_fit_is_what_fitting_the_shipped_examples_gives(real_embedder):
+    import numpy as np
+
+    from deepresearch.models import categorize
+
+    weights, bias = categorize.fit_examples(real_embedder)
+    shipped = categorize.shipped_fit(categorize.fit_key(real_embedder), real_embedder.dimension)
+    assert shipped is not None
+    assert np.allclose(weights, shipped[0], atol=1e-6) and np.allclose(bias, shipped[1], atol=1e-6)
+
+
 def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_blind_split():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     titles = {

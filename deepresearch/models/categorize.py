@@ -423,18 +423,45 @@ class LinearCategorizer(_EmbeddingCategorizer):
         return self.probabilities(texts, title)
 
 
+WEIGHTS_FILE = Path(__file__).parent / "data" / "category_weights.json"
+
+
+def fit_key(embedder: Embedder) -> str:
+    """What a fit depends on, hashed: the embedder, the training set and the fit's settings."""
+    texts, labels, titles = training_set()
+    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, titles, TITLE_WEIGHT]
+    return hashlib.sha256(json.dumps([*what, LINEAR_C, LINEAR_STEPS]).encode()).hexdigest()[:20]
+
+
+def shipped_fit(key: str, dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The fit shipped in models/data/category_weights.json (written by scripts/build_standalone_weights.py
+    --write for the default embedder) when it was made for `key`, else None."""
+    import numpy as np
+
+    try:
+        data = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
+        weights, bias = np.asarray(data["weights"], dtype=float), np.asarray(data["bias"], dtype=float)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.info("no usable shipped category weights (%s): fitting", exc)
+        return None
+    if data.get("key") != key or weights.shape != (2 * dimension, len(CATEGORIES)) or bias.shape != (len(CATEGORIES),):
+        return None
+    return weights, bias
+
+
 def _stored_fit(embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
-    """The shipped classifier's weights for this embedder, kept in the model cache: embedding its
-    ~160 training sentences costs 2–10 s at each process start on a small machine, a stored fit
-    0.01 s. The file name hashes the embedder, the training set and the fit's settings, so a
-    change to any of them fits anew."""
+    """The classifier's weights for this embedder: the shipped fit for the default embedder, else a fit
+    kept in the model cache (embedding its ~950 training sentences and titles costs 5–12 s on a small
+    machine, a stored fit 0.01 s). Both are keyed on the embedder, the training set and the fit's
+    settings (`fit_key`), so a change to any of them fits anew."""
     import numpy as np
 
     from deepresearch.models.shipped import model_cache_dir
 
-    texts, labels, titles = training_set()
-    what = [type(embedder).__name__, embedder.model_id, embedder.dimension, texts, labels, titles, TITLE_WEIGHT]
-    key = hashlib.sha256(json.dumps([*what, LINEAR_C, LINEAR_STEPS]).encode()).hexdigest()[:20]
+    key = fit_key(embedder)
+    shipped = shipped_fit(key, embedder.dimension)
+    if shipped is not None:
+        return shipped
     path = model_cache_dir() / f"categories-{key}.npz"
     try:
         with np.load(path) as stored:
