@@ -10,10 +10,10 @@ import pytest
 
 from deepresearch.config import CorpusConfig
 from deepresearch.db import connect
-from deepresearch.errors import DimensionMismatch, NotFound, SearchError
+from deepresearch.errors import DimensionMismatch, InputError, NotFound, SearchError
 from deepresearch.search.corpus import Corpus, fts_query, rrf_fuse
 from deepresearch.search.ingest import chunk_text
-from deepresearch.search.readers import TableSpec, html_to_text
+from deepresearch.search.readers import TableSpec, html_to_text, read_html_file
 from tests.fakes import FakeEmbedder
 
 HTML_PAGE = """<!doctype html><html><head><title>Tidal locking explained</title>
@@ -181,6 +181,66 @@ def test_html_without_main_drops_link_lists() -> None:
     )
     _, text = html_to_text(page)
     assert text == "Photosynthesis converts light into chemical energy in plants."
+
+
+# The shape of an mdBook page (The Rust Programming Language, Cargo's book…): a page-state class on
+# <html> that reads like a sidebar, a sidebar <nav>, a menu bar, a hidden search box, a keyboard help
+# popup outside <main>, and headings that are links to themselves.
+MDBOOK_PAGE = """<!DOCTYPE HTML><html lang="en" class="light sidebar-visible" dir="ltr">
+<head><title>Installation - The Rust Programming Language</title>
+<script>const path_to_root = "";</script></head>
+<body>
+<div id="mdbook-help-container"><div id="mdbook-help-popup">
+<h2 class="mdbook-help-title">Keyboard shortcuts</h2><p>Press S or / to search in the book</p></div></div>
+<div id="mdbook-body-container">
+<input type="checkbox" id="mdbook-sidebar-toggle-anchor" class="hidden">
+<nav id="mdbook-sidebar" class="sidebar" aria-label="Table of contents">
+<ol class="chapter"><li><a href="ch01-00.html">Getting Started</a></li>
+<li><a href="ch02-00.html">Programming a Guessing Game</a></li></ol></nav>
+<div id="mdbook-page-wrapper" class="page-wrapper"><div class="page">
+<div id="mdbook-menu-bar" class="menu-bar sticky">
+<button id="mdbook-theme-toggle" class="icon-button">Change theme</button>
+<h1 class="menu-title">The Rust Programming Language</h1></div>
+<div id="mdbook-search-wrapper" class="hidden"><form id="mdbook-searchbar-outer">
+<input type="search" placeholder="Search this book ..."></form></div>
+<div id="mdbook-content" class="content"><main>
+<h2 id="installation"><a class="header" href="#installation">Installation</a></h2>
+<p>The first step is to install Rust through <code>rustup</code>, a command line tool.</p>
+<h3 id="linux"><a class="header" href="#linux">Installing rustup on Linux or macOS</a></h3>
+<pre><code>$ curl --proto '=https' --tlsv1.2 https://sh.rustup.rs -sSf | sh</code></pre>
+</main>
+<nav class="nav-wrapper" aria-label="Page navigation">
+<a rel="prev" href="ch01-00.html" title="Previous chapter">Previous</a></nav>
+</div></div></div></div>
+<script src="book.js"></script>
+</body></html>"""
+
+
+def test_mdbook_page_keeps_its_main_text_and_drops_the_sidebar(tmp_path: Path) -> None:
+    page = tmp_path / "ch01-01-installation.html"
+    page.write_text(MDBOOK_PAGE)
+    title, text = read_html_file(page)
+    assert title == "Installation - The Rust Programming Language"
+    assert text.split("\n\n") == [
+        "Installation",
+        "The first step is to install Rust through rustup, a command line tool.",
+        "Installing rustup on Linux or macOS",
+        "$ curl --proto '=https' --tlsv1.2 https://sh.rustup.rs -sSf | sh",
+    ]
+    # An mdBook redirect stub or a page whose <main> is empty is still an empty page.
+    stub = tmp_path / "ch17-00-oop.html"
+    stub.write_text(MDBOOK_PAGE.split("<main>")[0] + "<main></main></div></div></div></div></body></html>")
+    with pytest.raises(InputError, match="empty page"):
+        read_html_file(stub)
+
+
+def test_html_wrapper_named_like_a_menu_keeps_the_main_region() -> None:
+    page = (
+        '<html><body class="nav-open"><div class="menu-layout"><div class="menu"><p>Products and pricing</p></div>'
+        '<div role="main"><p>Photosynthesis converts light into chemical energy.</p></div></div>'
+        '<div class="sidebar"><p>Sign up for our newsletter today.</p></div></body></html>'
+    )
+    assert html_to_text(page)[1] == "Photosynthesis converts light into chemical energy."
 
 
 def test_duplicate_ingest_adds_nothing(corpus: Corpus, tmp_path: Path) -> None:

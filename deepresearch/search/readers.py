@@ -230,6 +230,7 @@ _BLOCK_TAGS = {
     "figcaption",
     "body",
 }
+_HEADING_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 _VOID_TAGS = {
     "br",
     "img",
@@ -247,13 +248,38 @@ _VOID_TAGS = {
 }
 
 
+# Class names on <html>/<body> describe the page's state ("sidebar-visible", "nav-open"), and
+# <main> (or role="main") is the content itself: the class/id/role guesses never drop them.
+_NO_GUESS_TAGS = {"html", "body", "main"}
+
+
+def _skip_kind(tag: str, attr: dict[str, str]) -> int:
+    """0: keep the element; 1: drop it for what it is (script, nav, hidden…); 2: drop it on a
+    guess from its role, class or id — a guess that the page's main region overrides."""
+    if tag in _SKIP_TAGS or "hidden" in attr or attr.get("aria-hidden") == "true":
+        return 1
+    role = attr.get("role", "").lower()
+    if tag in _NO_GUESS_TAGS or role == "main":
+        return 0
+    if role in _SKIP_ROLES or _SKIP_CLASS.search(attr.get("class", "") + " " + attr.get("id", "")):
+        return 2
+    return 0
+
+
 class _MainTextParser(HTMLParser):
-    """Collects text blocks outside boilerplate elements, remembering how much of each is link text."""
+    """Collects text blocks outside boilerplate elements, remembering how much of each is link text.
+
+    Elements dropped on a class/id/role guess stop at the page's main region: a wrapper whose
+    class happens to read like a menu ("menu-container", "content-with-sidebar") would otherwise
+    take the whole page with it."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, bool]] = []  # (tag, starts a skipped subtree)
-        self.skip_depth = 0
+        # (tag, skip kind, guess depth to restore when a main region closes else None, is a link)
+        self.stack: list[tuple[str, int, int | None, bool]] = []
+        self.heading_depth = 0
+        self.skip_depth = 0  # open elements dropped for what they are
+        self.guess_depth = 0  # open elements dropped on a guess, since the last main region opened
         self.title = ""
         self.in_title = False
         self.h1 = ""
@@ -261,11 +287,14 @@ class _MainTextParser(HTMLParser):
         self.link_depth = 0
         self.blocks: list[list] = []  # [text, link_chars, inside main/article]
         self.main_depth = 0
+        self.saw_main = False  # a visible <main>: the page says where its content is, even if empty
         self._new_block()
 
     def _new_block(self) -> None:
         if not self.blocks or self.blocks[-1][0].strip():
             self.blocks.append(["", 0, self.main_depth > 0])
+        else:  # an empty block is reused: it belongs where its text will be, inside main or not
+            self.blocks[-1] = ["", 0, self.main_depth > 0]
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attr = {k: (v or "") for k, v in attrs}
@@ -275,20 +304,20 @@ class _MainTextParser(HTMLParser):
             if tag == "br":
                 self._new_block()
             return
-        skip = (
-            tag in _SKIP_TAGS
-            or attr.get("role", "").lower() in _SKIP_ROLES
-            or bool(_SKIP_CLASS.search(attr.get("class", "") + " " + attr.get("id", "")))
-            or "hidden" in attr
-            or attr.get("aria-hidden") == "true"
-        )
-        self.stack.append((tag, skip))
-        if skip:
-            self.skip_depth += 1
+        kind = _skip_kind(tag, attr)
+        restore = None
+        if tag == "main" or attr.get("role", "").lower() == "main":
+            restore, self.guess_depth = self.guess_depth, 0
+        # A heading's link to a place on the same page (mdBook, Sphinx permalinks) is its text, not a link.
+        link = tag == "a" and not (self.heading_depth and attr.get("href", "").startswith("#"))
+        self.stack.append((tag, kind, restore, link))
+        self.skip_depth += kind == 1
+        self.guess_depth += kind == 2
         if tag in ("main", "article"):
             self.main_depth += 1
-        if tag == "a":
-            self.link_depth += 1
+            self.saw_main |= tag == "main" and not self.skip_depth
+        self.link_depth += link
+        self.heading_depth += tag in _HEADING_TAGS
         if tag == "h1":
             self.in_h1 = True
         if tag in _BLOCK_TAGS:
@@ -297,16 +326,18 @@ class _MainTextParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-        if tag in _VOID_TAGS or not any(t == tag for t, _ in self.stack):
+        if tag in _VOID_TAGS or not any(entry[0] == tag for entry in self.stack):
             return
         while self.stack:  # pop until the matching tag: browsers forgive unclosed elements too
-            open_tag, skip = self.stack.pop()
-            if skip:
-                self.skip_depth -= 1
+            open_tag, kind, restore, link = self.stack.pop()
+            self.skip_depth -= kind == 1
+            self.guess_depth -= kind == 2
+            if restore is not None:
+                self.guess_depth = restore
             if open_tag in ("main", "article"):
                 self.main_depth -= 1
-            if open_tag == "a":
-                self.link_depth = max(0, self.link_depth - 1)
+            self.link_depth -= link
+            self.heading_depth -= open_tag in _HEADING_TAGS
             if open_tag == "h1":
                 self.in_h1 = False
             if open_tag == tag:
@@ -318,7 +349,7 @@ class _MainTextParser(HTMLParser):
         if self.in_title:
             self.title += data
             return
-        if self.skip_depth:
+        if self.skip_depth or self.guess_depth:
             return
         if self.in_h1:
             self.h1 += data
@@ -335,7 +366,7 @@ def html_to_text(html: str) -> tuple[str, str]:
     parser.close()
     blocks = [(re.sub(r"\s+", " ", text).strip(), links, in_main) for text, links, in_main in parser.blocks]
     blocks = [b for b in blocks if b[0]]
-    if any(in_main for _, _, in_main in blocks):  # a page that marks its main content: trust it
+    if parser.saw_main or any(in_main for _, _, in_main in blocks):  # a page marks its main content: trust it
         blocks = [b for b in blocks if b[2]]
     # Blocks that are mostly link text are menus and "related" lists that escaped the tag rules.
     kept = [text for text, links, _ in blocks if links <= 0.5 * len(text)]
