@@ -42,6 +42,10 @@ class InputError(DeepResearchError):
     """A file or value given by the user cannot be used."""
 
 
+class NotIndexed(InputError):
+    """An HTML page that asks not to be indexed (`<meta name="robots" content="noindex">`): skipped, not failed."""
+
+
 class SearchError(DeepResearchError):
     """A search backend failed (network down, bad response, missing index)."""
 

@@ -243,6 +243,21 @@ def test_html_wrapper_named_like_a_menu_keeps_the_main_region() -> None:
     assert html_to_text(page)[1] == "Photosynthesis converts light into chemical energy."
 
 
+def test_pages_marked_noindex_are_skipped_by_ingest_unless_asked_for(corpus: Corpus, tmp_path: Path) -> None:
+    docs = tmp_path / "book"
+    docs.mkdir()
+    (docs / "ch01.html").write_text(MDBOOK_PAGE)
+    # mdBook's print-all copy of the book (and its redirect stubs) ask indexers to skip them.
+    marked = MDBOOK_PAGE.replace("<head>", '<head><meta name="robots" content="noindex">', 1)
+    (docs / "print.html").write_text(marked.replace("</main>", "<p>Chapter two: hello, world.</p></main>"))
+    report = corpus.add_paths([docs])
+    assert report.added == [str(docs / "ch01.html")] and report.documents == 1
+    assert report.not_indexed == [str(docs / "print.html")] and not report.errors  # skipped, not failed
+    again = corpus.add_paths([docs / "print.html"], noindex=True)
+    assert again.added == [str(docs / "print.html")] and not again.not_indexed
+    assert read_html_file(docs / "print.html")[1].endswith("hello, world.")  # a direct read reads it
+
+
 def test_duplicate_ingest_adds_nothing(corpus: Corpus, tmp_path: Path) -> None:
     note = tmp_path / "a.md"
     note.write_text("Photosynthesis converts light into chemical energy.")

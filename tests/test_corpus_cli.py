@@ -239,3 +239,21 @@ def test_keywords_only_status_embed_and_list_marks(home: Path, tmp_path: Path, f
     result = run(home, "corpus", "add", str(plain))
     assert result.exit_code == 0 and "replaced 1" in result.stdout
     assert "incomplete" not in run(home, "corpus", "list").stdout
+
+
+def test_corpus_add_reports_pages_marked_noindex_and_adds_them_on_request(
+    home: Path, tmp_path: Path, fake_model: FakeEmbedder
+) -> None:
+    docs = tmp_path / "site"
+    docs.mkdir()
+    (docs / "page.html").write_text("<html><body><main><p>Lake Baikal is the deepest lake.</p></main></body></html>")
+    stub = '<html><head><meta name="ROBOTS" content="noindex, follow"></head><body><p>Moved to page.html</p></body></html>'
+    (docs / "old.html").write_text(stub)
+    result = run(home, "corpus", "add", str(docs))
+    assert result.exit_code == 0, result.output  # a page that asks not to be indexed is no failure
+    assert result.stdout.startswith("added 1, replaced 0, skipped 0, failed 0 files; 1 documents")
+    assert "1 HTML pages marked noindex not indexed — `--include-noindex` adds them" in result.stderr
+    result = run(home, "corpus", "add", str(docs), "--include-noindex", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["added"] == [str(docs / "old.html")] and report["not_indexed"] == []

@@ -117,6 +117,12 @@ class AddOptions:
     keywords_only: bool = typer.Option(
         False, "--keywords-only", help="Index the text only (keyword search); `corpus embed` adds the vectors."
     )
+    include_noindex: bool = typer.Option(
+        False,
+        "--include-noindex",
+        help="Also index HTML pages marked <meta name=robots content=noindex> (skipped by default: print-all"
+        " copies of a book, redirect stubs).",
+    )
     as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON.")
 
 
@@ -138,6 +144,7 @@ def add(ctx: typer.Context, opts: AddOptions) -> None:
             progress=bars.on_file,
             vector_progress=bars.on_vectors,
             embed=not opts.keywords_only,
+            noindex=opts.include_noindex,
         )
     from deepresearch.text import terminal_safe
 
@@ -153,6 +160,8 @@ def add(ctx: typer.Context, opts: AddOptions) -> None:
             f" in {report.seconds:.1f}s ({rate:.1f} chunks/s)"
             + (f"; {report.duplicates} duplicate documents ignored" if report.duplicates else "")
         )
+        if report.not_indexed:
+            status(f"{len(report.not_indexed)} HTML pages marked noindex not indexed — `--include-noindex` adds them")
         if report.vectors_pending:
             status(f"{report.vectors_pending} chunks wait for their vector — `deepresearch corpus embed` adds them")
     if report.errors:

@@ -25,13 +25,21 @@ def add_documents(
     progress: Callable[[Any], None] | None = None,
     vector_progress: Callable[[Any], None] | None = None,
     embed: bool = True,
+    noindex: bool = False,
 ) -> Any:
     """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go.
-    `embed=False` writes the text only (keyword search); `embed_documents` adds the vectors later."""
+    `embed=False` writes the text only (keyword search); `embed_documents` adds the vectors later;
+    `noindex` indexes HTML pages marked robots noindex too."""
     corpus = Corpus.from_workspace(ws)
     try:
         report = corpus.add_paths(
-            paths, table=table, glob=glob, progress=progress, vector_progress=vector_progress, embed=embed
+            paths,
+            table=table,
+            glob=glob,
+            progress=progress,
+            vector_progress=vector_progress,
+            embed=embed,
+            noindex=noindex,
         )
     except BaseException:
         _forget_cached_corpus_searches(ws)  # an interrupted ingest may have written documents already

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from deepresearch.db import database_failure, transaction
-from deepresearch.errors import DeepResearchError, InputError, NotFound
+from deepresearch.errors import DeepResearchError, InputError, NotFound, NotIndexed
 from deepresearch.facts import text_hash
 from deepresearch.files import file_sha256
 from deepresearch.search.chunking import chunk_text, iter_chunks
@@ -65,6 +65,7 @@ class IngestReport:
     added: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    not_indexed: list[str] = field(default_factory=list)  # HTML pages marked robots noindex (skipped)
     errors: list[str] = field(default_factory=list)
     documents: int = 0
     chunks: int = 0
@@ -101,6 +102,7 @@ class _Run:
     path: str = ""
     done: int = 0
     in_batches: bool = False
+    noindex: bool = False  # index HTML pages marked robots noindex too
 
     def event(self) -> IngestProgress:
         r, seconds = self.report, time.perf_counter() - self.started
@@ -136,9 +138,11 @@ class CorpusWriter:
         progress: Callable[[IngestProgress], None] | None = None,
         vector_progress: Callable[[VectorProgress], None] | None = None,
         embed: bool = True,
+        noindex: bool = False,
     ) -> IngestReport:
         """Ingest files and folders (folders: every supported file, or those matching `glob`):
-        text first, vectors in a background thread (`embed=False`: text only, `corpus embed` later)."""
+        text first, vectors in a background thread (`embed=False`: text only, `corpus embed` later).
+        An HTML page marked robots noindex is skipped into `not_indexed` unless `noindex`."""
         report = IngestReport()
         started = time.perf_counter()
         files = self._expand(paths, glob, report)
@@ -146,7 +150,7 @@ class CorpusWriter:
         if embed and self.vectors.enabled and (files or self.vectors.pending()):
             self.vectors.repair()
             filler = VectorFiller(self.vectors, progress=vector_progress, written=lambda: report.chunks)
-        run = _Run(report, started, len(files), filler, progress)
+        run = _Run(report, started, len(files), filler, progress, noindex=noindex)
         try:
             if filler:
                 filler.start()
@@ -171,6 +175,8 @@ class CorpusWriter:
         report = run.report
         try:
             self._add_one(path, spec, run)
+        except NotIndexed:
+            report.not_indexed.append(str(path))  # what the page asked for: not a failure
         except InputError as exc:
             report.errors.append(str(exc))
         except DeepResearchError:
@@ -232,7 +238,8 @@ class CorpusWriter:
         run.in_batches = tabular or streamed
         batches: Iterator[list[RawDocument]] = iter(())
         if not streamed:
-            batches = iter_table(path, spec, ROW_BATCH) if tabular else iter([[read_file(path, self._max_bytes)]])
+            whole = None if tabular else read_file(path, self._max_bytes, run.noindex)
+            batches = iter_table(path, spec, ROW_BATCH) if whole is None else iter([[whole]])
         # Read the first batch before touching the DB, so a bad file leaves no trace.
         first = next(batches, [])
         source_id = self._open_source(path, source, "table" if tabular else "file", spec_json)

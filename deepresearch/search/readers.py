@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
-from deepresearch.errors import InputError
+from deepresearch.errors import InputError, NotIndexed
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
@@ -288,6 +288,7 @@ class _MainTextParser(HTMLParser):
         self.blocks: list[list] = []  # [text, link_chars, inside main/article]
         self.main_depth = 0
         self.saw_main = False  # a visible <main>: the page says where its content is, even if empty
+        self.noindex = False  # <meta name="robots" content="noindex">: the page asks indexers to skip it
         self._new_block()
 
     def _new_block(self) -> None:
@@ -300,6 +301,8 @@ class _MainTextParser(HTMLParser):
         attr = {k: (v or "") for k, v in attrs}
         if tag == "title":
             self.in_title = True
+        if tag == "meta" and attr.get("name", "").lower() == "robots":
+            self.noindex |= "noindex" in attr.get("content", "").lower()
         if tag in _VOID_TAGS:
             if tag == "br":
                 self._new_block()
@@ -361,6 +364,12 @@ class _MainTextParser(HTMLParser):
 
 def html_to_text(html: str) -> tuple[str, str]:
     """(title, main text) of an HTML page: nav/header/footer/aside/scripts and link lists dropped."""
+    title, text, _ = parse_html(html)
+    return title, text
+
+
+def parse_html(html: str) -> tuple[str, str, bool]:
+    """(title, main text, whether the page asks not to be indexed) of an HTML page."""
     parser = _MainTextParser()
     parser.feed(html)
     parser.close()
@@ -371,12 +380,15 @@ def html_to_text(html: str) -> tuple[str, str]:
     # Blocks that are mostly link text are menus and "related" lists that escaped the tag rules.
     kept = [text for text, links, _ in blocks if links <= 0.5 * len(text)]
     title = re.sub(r"\s+", " ", parser.title or parser.h1).strip()
-    return title, "\n\n".join(kept)
+    return title, "\n\n".join(kept), parser.noindex
 
 
-def read_html_file(path: Path, max_bytes: int | None = None) -> tuple[str, str]:
-    """(title, main text) of an HTML file (at most `max_bytes` long)."""
-    title, text = html_to_text(_decode(path, _read_bytes(path, max_bytes)))
+def read_html_file(path: Path, max_bytes: int | None = None, noindex: bool = True) -> tuple[str, str]:
+    """(title, main text) of an HTML file (at most `max_bytes` long); `noindex=False` raises NotIndexed for a
+    page marked `<meta name="robots" content="noindex">` (mdBook's print-all page, redirect stubs)."""
+    title, text, marked = parse_html(_decode(path, _read_bytes(path, max_bytes)))
+    if marked and not noindex:
+        raise NotIndexed(f"{path}: the page asks not to be indexed (robots noindex) — --include-noindex indexes it")
     _require_text(path, text, "page")
     return (title or path.stem)[:200], text
 
@@ -412,12 +424,13 @@ def read_pdf_file(path: Path, max_bytes: int | None = None) -> tuple[str, str]:
     return (str(meta_title).strip() or path.stem)[:200], text
 
 
-def read_file(path: Path, max_bytes: int | None = None) -> RawDocument:
+def read_file(path: Path, max_bytes: int | None = None, noindex: bool = True) -> RawDocument:
     """The single document of a text, Markdown, HTML or PDF file (URL = file:// absolute path);
-    HTML and PDF files are read whole, so one larger than `max_bytes` is an InputError."""
+    HTML and PDF files are read whole, so one larger than `max_bytes` is an InputError
+    (`noindex=False`: an HTML page marked noindex is NotIndexed)."""
     suffix = path.suffix.lower()
     if suffix in HTML_SUFFIXES:
-        title, text = read_html_file(path, max_bytes)
+        title, text = read_html_file(path, max_bytes, noindex)
     elif suffix in PDF_SUFFIXES:
         title, text = read_pdf_file(path, max_bytes)
     elif suffix in TEXT_SUFFIXES:
