@@ -48,9 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
-# "main": the extraction as merged after session 14 (the learned stands-alone check; session 15's start), run from
-# this commit's package in a subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "d14185c"
+# "main": the extraction as merged in session 15 (categories read the title, the check learned from blind5; session
+# 15's figures used d14185c, session 14's merge), run from this commit's package in a subprocess, so the new code
+# is compared with it in the same run.
+MAIN_COMMIT = "a87dc51"
 EXTRACTORS = ("baseline", "main", "new")
 
 
