@@ -12,35 +12,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from deepresearch.search.corpus import Corpus
 
 if TYPE_CHECKING:
-    from deepresearch.search.readers import TableSpec
     from deepresearch.workspace import Workspace
 
 
-def add_documents(
-    ws: Workspace,
-    paths: Iterable[Path | str],
-    *,
-    table: TableSpec | None = None,
-    glob: str | None = None,
-    progress: Callable[[Any], None] | None = None,
-    vector_progress: Callable[[Any], None] | None = None,
-    embed: bool = True,
-    noindex: bool = False,
-) -> Any:
+def add_documents(ws: Workspace, paths: Iterable[Path | str], **options: Any) -> Any:
     """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go.
-    `embed=False` writes the text only (keyword search); `embed_documents` adds the vectors later;
-    `noindex` indexes HTML pages marked robots noindex too."""
+    `options` are `CorpusWriter.add_paths`'s: `table`, `glob`, `progress`, `vector_progress`, `embed`
+    (False: the text only, keyword search; `embed_documents` adds the vectors later) and `noindex`
+    (True: HTML pages marked robots noindex too)."""
     corpus = Corpus.from_workspace(ws)
     try:
-        report = corpus.add_paths(
-            paths,
-            table=table,
-            glob=glob,
-            progress=progress,
-            vector_progress=vector_progress,
-            embed=embed,
-            noindex=noindex,
-        )
+        report = corpus.add_paths(paths, **options)
     except BaseException:
         _forget_cached_corpus_searches(ws)  # an interrupted ingest may have written documents already
         raise
