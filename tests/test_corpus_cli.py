@@ -247,7 +247,7 @@ def test_corpus_add_reports_pages_marked_noindex_and_adds_them_on_request(
     docs = tmp_path / "site"
     docs.mkdir()
     (docs / "page.html").write_text("<html><body><main><p>Lake Baikal is the deepest lake.</p></main></body></html>")
-    stub = '<html><head><meta name="ROBOTS" content="noindex, follow"></head><body><p>Moved to page.html</p></body></html>'
+    stub = '<html><head><meta name="ROBOTS" content="noindex, follow"></head><body><p>Moved.</p></body></html>'
     (docs / "old.html").write_text(stub)
     result = run(home, "corpus", "add", str(docs))
     assert result.exit_code == 0, result.output  # a page that asks not to be indexed is no failure
