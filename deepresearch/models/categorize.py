@@ -412,8 +412,9 @@ class LinearCategorizer(_EmbeddingCategorizer):
         if not texts:
             return []
         weights, bias = self._fit()
-        if self._title is None or self._title[0] != title:
-            self._title = (title, embed_titles(self.embedder, [title])[0])
+        if self._title is None or self._title[0] != title:  # the check just embedded it: reused, not embedded again
+            row = self.standalone.embed([title])[0] if title.strip() else np.zeros(self.embedder.dimension)
+            self._title = (title, row)
         vectors = self.standalone.embed(texts)  # a checked fact is not embedded twice
         p = softmax(with_titles(vectors, np.tile(self._title[1], (len(texts), 1))) @ weights + bias)
         return [{c: float(p[i, j]) for j, c in enumerate(CATEGORIES)} for i in range(len(texts))]

@@ -75,10 +75,9 @@ def _subject_words(sentence: str) -> list[str]:
 
 
 def all_features(
-    sentences: list[str], vectors: np.ndarray, passage: str, title: str, embedder: Embedder
+    sentences: list[str], vectors: np.ndarray, passage: str, title: str, title_vector: np.ndarray
 ) -> list[list[float]]:
     """Per sentence, the cheap features and the cosine between its embedding and the title's."""
-    title_vector = embedder.embed_batch([title or " "])[0]
     return [
         cheap_features(s, passage, title) + [float(v @ title_vector)] for s, v in zip(sentences, vectors, strict=True)
     ]
@@ -221,7 +220,7 @@ class StandaloneCheck:
             log.info("stands-alone weights are for %s, not %s: check off", model.model_id, embedder.model_id)
         self.embedder = embedder
         self.model = model if usable else None
-        self._last: dict[str, np.ndarray] = {}  # the last checked sentences' vectors (categories reuse them)
+        self._last: dict[str, np.ndarray] = {}  # the last checked sentences' and title's vectors (categories reuse)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """The texts' embeddings: those of the last checked sentences reused, the others embedded."""
@@ -237,8 +236,9 @@ class StandaloneCheck:
         if self.model is None or not sentences or not title.strip():
             return [1.0] * len(sentences)
         vectors = self.embedder.embed_batch(sentences)
-        self._last = dict(zip(sentences, vectors, strict=True))
-        return self.model.probabilities(vectors, all_features(sentences, vectors, passage, title, self.embedder))
+        title_vector = self.embedder.embed_batch([title])[0]
+        self._last = {**dict(zip(sentences, vectors, strict=True)), title: title_vector}
+        return self.model.probabilities(vectors, all_features(sentences, vectors, passage, title, title_vector))
 
     def keep(self, sentences: list[str], passage: str, title: str) -> list[str]:
         """The sentences that pass, in order (all of them when the check is off)."""
