@@ -253,7 +253,7 @@ def test_pages_marked_noindex_are_skipped_by_ingest_unless_asked_for(corpus: Cor
     report = corpus.add_paths([docs])
     assert report.added == [str(docs / "ch01.html")] and report.documents == 1
     assert report.not_indexed == [str(docs / "print.html")] and not report.errors  # skipped, not failed
-    again = corpus.add_paths([docs / "print.html"], noindex=True)
+    again = corpus.add_paths([docs / "print.html"], include_noindex=True)
     assert again.added == [str(docs / "print.html")] and not again.not_indexed
     assert read_html_file(docs / "print.html")[1].endswith("hello, world.")  # a direct read reads it
 

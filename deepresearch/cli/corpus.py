@@ -144,7 +144,7 @@ def add(ctx: typer.Context, opts: AddOptions) -> None:
             progress=bars.on_file,
             vector_progress=bars.on_vectors,
             embed=not opts.keywords_only,
-            noindex=opts.include_noindex,
+            include_noindex=opts.include_noindex,
         )
     from deepresearch.text import terminal_safe
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def add_documents(ws: Workspace, paths: Iterable[Path | str], **options: Any) -> Any:
     """Ingest files and folders into the workspace corpus (its IngestReport); stale cached searches go.
     `options` are `CorpusWriter.add_paths`'s: `table`, `glob`, `progress`, `vector_progress`, `embed`
-    (False: the text only, keyword search; `embed_documents` adds the vectors later) and `noindex`
+    (False: the text only, keyword search; `embed_documents` adds the vectors later) and `include_noindex`
     (True: HTML pages marked robots noindex too)."""
     corpus = Corpus.from_workspace(ws)
     try:

@@ -102,7 +102,7 @@ class _Run:
     path: str = ""
     done: int = 0
     in_batches: bool = False
-    noindex: bool = False  # index HTML pages marked robots noindex too
+    include_noindex: bool = False  # index HTML pages marked robots noindex too
 
     def event(self) -> IngestProgress:
         r, seconds = self.report, time.perf_counter() - self.started
@@ -138,11 +138,11 @@ class CorpusWriter:
         progress: Callable[[IngestProgress], None] | None = None,
         vector_progress: Callable[[VectorProgress], None] | None = None,
         embed: bool = True,
-        noindex: bool = False,
+        include_noindex: bool = False,
     ) -> IngestReport:
         """Ingest files and folders (folders: every supported file, or those matching `glob`):
         text first, vectors in a background thread (`embed=False`: text only, `corpus embed` later).
-        An HTML page marked robots noindex is skipped into `not_indexed` unless `noindex`."""
+        An HTML page marked robots noindex is skipped into `not_indexed` unless `include_noindex`."""
         report = IngestReport()
         started = time.perf_counter()
         files = self._expand(paths, glob, report)
@@ -150,7 +150,7 @@ class CorpusWriter:
         if embed and self.vectors.enabled and (files or self.vectors.pending()):
             self.vectors.repair()
             filler = VectorFiller(self.vectors, progress=vector_progress, written=lambda: report.chunks)
-        run = _Run(report, started, len(files), filler, progress, noindex=noindex)
+        run = _Run(report, started, len(files), filler, progress, include_noindex=include_noindex)
         try:
             if filler:
                 filler.start()
@@ -238,7 +238,7 @@ class CorpusWriter:
         run.in_batches = tabular or streamed
         batches: Iterator[list[RawDocument]] = iter(())
         if not streamed:
-            whole = None if tabular else read_file(path, self._max_bytes, run.noindex)
+            whole = None if tabular else read_file(path, self._max_bytes, run.include_noindex)
             batches = iter_table(path, spec, ROW_BATCH) if whole is None else iter([[whole]])
         # Read the first batch before touching the DB, so a bad file leaves no trace.
         first = next(batches, [])

@@ -383,11 +383,11 @@ def parse_html(html: str) -> tuple[str, str, bool]:
     return title, "\n\n".join(kept), parser.noindex
 
 
-def read_html_file(path: Path, max_bytes: int | None = None, noindex: bool = True) -> tuple[str, str]:
-    """(title, main text) of an HTML file (at most `max_bytes` long); `noindex=False` raises NotIndexed for a
+def read_html_file(path: Path, max_bytes: int | None = None, include_noindex: bool = True) -> tuple[str, str]:
+    """(title, main text) of an HTML file (at most `max_bytes` long); `include_noindex=False` raises NotIndexed for a
     page marked `<meta name="robots" content="noindex">` (mdBook's print-all page, redirect stubs)."""
     title, text, marked = parse_html(_decode(path, _read_bytes(path, max_bytes)))
-    if marked and not noindex:
+    if marked and not include_noindex:
         raise NotIndexed(f"{path}: the page asks not to be indexed (robots noindex) — --include-noindex indexes it")
     _require_text(path, text, "page")
     return (title or path.stem)[:200], text
@@ -424,13 +424,13 @@ def read_pdf_file(path: Path, max_bytes: int | None = None) -> tuple[str, str]:
     return (str(meta_title).strip() or path.stem)[:200], text
 
 
-def read_file(path: Path, max_bytes: int | None = None, noindex: bool = True) -> RawDocument:
+def read_file(path: Path, max_bytes: int | None = None, include_noindex: bool = True) -> RawDocument:
     """The single document of a text, Markdown, HTML or PDF file (URL = file:// absolute path);
     HTML and PDF files are read whole, so one larger than `max_bytes` is an InputError
-    (`noindex=False`: an HTML page marked noindex is NotIndexed)."""
+    (`include_noindex=False`: an HTML page marked noindex is NotIndexed)."""
     suffix = path.suffix.lower()
     if suffix in HTML_SUFFIXES:
-        title, text = read_html_file(path, max_bytes, noindex)
+        title, text = read_html_file(path, max_bytes, include_noindex)
     elif suffix in PDF_SUFFIXES:
         title, text = read_pdf_file(path, max_bytes)
     elif suffix in TEXT_SUFFIXES:
