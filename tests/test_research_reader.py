@@ -16,6 +16,7 @@ from deepresearch.research.reader import (
     check_reading,
     counts_fit,
     fits_question,
+    full_date,
     normalize_answer,
     reader_evidence,
     states,
@@ -251,6 +252,17 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     # A bare number answers a question that asks a quantity or a time, not "which film".
     assert counts_fit("22,000", "What is the population of Leland?") and counts_fit("Leland", "Which town?")
     assert not counts_fit("1986", "Which of the two films was shot in Leland?")
+
+
+def test_a_when_question_read_as_a_year_gets_the_full_date_its_sentence_states():
+    sentence = "Mara Quell (born 8 June 1951) is a singer; her debut came out on March 3, 1975."
+    assert full_date("1951", sentence, "When was Mara Quell born?") == "8 June 1951"
+    assert full_date("1975", sentence, "when did her debut come out?") == "March 3, 1975"
+    assert full_date("1951", sentence, "What year was Mara Quell born?") == "1951"  # a year was asked
+    assert full_date("1951", "Born in 1951, she sang.", "When was she born?") == "1951"  # no full date
+    two = "She played on 1 May 1951 and on 9 July 1951."
+    assert full_date("1951", two, "When did she play?") == "1951"  # which date is not certain
+    assert full_date("Spring", sentence, "When was Mara Quell born?") == "Spring"
 
 
 def test_a_second_read_naming_the_entity_it_looked_up_has_not_answered(workspace, fake_embedder):
