@@ -650,10 +650,10 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_bli
     trained = [
         (r["category"], r["fact"], titles[r["source"]])
         for r in labels
-        if r["split"] not in ("blind6", "blind7") and r["claim"] and r["category"]
+        if r["split"] != "blind7" and r["claim"] and r["category"]
     ]
     examples = shipped_examples()
-    assert examples == trained  # no blind6 claim is learned from (session 15's blind split), nor blind7 (session 16's)
+    assert examples == trained  # no blind7 claim is learned from (session 16's blind split)
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
     assert len(texts) == len(classes) == 2 * len(examples) + PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
@@ -749,3 +749,22 @@ def test_extraction_gives_the_categorizer_the_source_title():
     assert [f.category for f in result.facts] == ["technology"] and recorder.titles == ["Write-Ahead Logging"]
     extract_facts(text, "file:///wal.html", categorizer=recorder)
     assert recorder.titles[-1] == ""  # no title known: the categorizer reads the sentence alone
+
+
+def test_a_claim_bound_to_a_release_is_product_info_whatever_the_embedding_says():
+    class Fixed(PrototypeCategorizer):
+        def __init__(self) -> None:
+            self.margin = 0.0
+
+        def scores(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
+            return [{c: 1.0 if c == "technology" else 0.0 for c in CATEGORIES} for _ in texts]
+
+    texts = [
+        "Beginning with SQLite version 3.23.0 (2018-04-02), SQLite also recognizes TRUE and FALSE keywords.",
+        "The STRICT keyword is only recognized by SQLite version 3.37.0 (2021-11-27) and later.",
+        "The CommonJS module require currently only supports loading synchronous ES modules.",
+        "Passing an invalid callback now throws ERR_INVALID_ARG_TYPE instead of ERR_INVALID_CALLBACK.",
+        "WAL mode permits simultaneous readers and writers.",
+        "The 2.6 units/year decline in VFQ-25 scores came with each 1 dB/year of field loss.",
+    ]
+    assert Fixed().categorize(texts) == ["product_info"] * 4 + ["technology"] * 2
