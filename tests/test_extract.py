@@ -113,6 +113,18 @@ def test_fallback_keeps_self_contained_sentences_with_names_or_numbers():
     assert all(len(f) <= 300 for f in facts)
 
 
+def test_fallback_counts_a_code_identifier_as_a_name():
+    # API documentation names things with identifiers, not capitalized words (session 16, rule I)
+    for claim in (
+        "Calling stream.read(size) after the end event has been emitted will return null.",
+        "The iter_mut method yields mutable references to every element of a vector.",
+        'Existing packages introducing the "exports" field prevent consumers from using other entry points.',
+        "A readable stream switches to flowing mode when a data handler is attached with readable.on().",
+    ):
+        assert fallback_facts(claim) == [claim]
+    assert fallback_facts("Each call to next eats up an item from the iterator.") == []  # no name, no number
+
+
 def test_model_facts_grounded_are_kept_with_the_real_url_and_fallback_fills():
     model = FakeChatModel(
         [
