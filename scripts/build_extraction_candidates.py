@@ -13,7 +13,8 @@ dev2 part (session 13's extra tuning data, labeled after blind2 was committed), 
 part (the same, before the rules written from blind3's failures ran on it) and a blind5 part
 (session 14: labeled and committed before any of that session's code ran on it; its paragraphs
 come from MuSiQue, `--musique`, instead of HotpotQA) and a blind6 part (session 15: the same, with the
-Node.js API documentation, `--node-doc`, for its documentation set):
+Node.js API documentation, `--node-doc`, for its documentation set) and a blind7 part (session 16: the same,
+with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -76,9 +77,11 @@ HOTPOT_QUESTIONS = {
     "dev2": range(30, 34),
     "blind3": range(50, 54),
     "blind4": range(70, 74),
+    "blind7": range(80, 86),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
+    "blind7": 2,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {"blind5": range(10, 14), "blind6": range(14, 18)}
@@ -98,7 +101,25 @@ SCIFACT_START = {
     "blind4": 0.625,
     "blind5": 0.875,
     "blind6": 0.9375,
+    "blind7": 0.8125,
 }
+# session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
+# `--rust-book`), one chunk a third of the way into each chapter.
+RUST_PAGES = {
+    "blind7": [
+        "ch03-02-data-types.html",
+        "ch08-02-strings.html",
+        "ch09-02-recoverable-errors-with-result.html",
+        "ch10-03-lifetime-syntax.html",
+        "ch11-02-running-tests.html",
+        "ch13-02-iterators.html",
+        "ch15-04-rc.html",
+        "ch16-02-message-passing.html",
+        "ch20-01-unsafe-rust.html",
+    ]
+}
+# Splits added after the file was first written: their sources go last, so the older lines stay as they are.
+LATER_SPLITS = ("blind7",)
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -172,11 +193,18 @@ def _node(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, NODE_PAGES, "nodejs", "node", lambda split, page, chunks: [len(chunks) // 3])
 
 
+def _rust(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per Rust book chapter, a third of the way in."""
+    return _doc_chunks(folder, RUST_PAGES, "rustbook", "rust", lambda split, page, chunks: [len(chunks) // 3])
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
     elif corpus == "nodejs":
         url = f"file:///usr/share/doc/nodejs/api/{url}"
+    elif corpus == "rustbook":
+        url = f"https://doc.rust-lang.org/book/{url}"
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
@@ -265,12 +293,15 @@ def main() -> None:
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
     parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
     parser.add_argument("--node-doc", type=Path, help="folder of the Node.js API HTML pages (blind6's documentation)")
+    parser.add_argument("--rust-book", type=Path, help="folder of the Rust book's HTML chapters (blind7's docs)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)
         sources += _musique(args.musique) if args.musique else []
         sources += _node(args.node_doc) if args.node_doc else []
+        sources += _rust(args.rust_book) if args.rust_book else []
+        sources.sort(key=lambda s: s["split"] in LATER_SPLITS)  # stable: the older sources keep their order
         write_jsonl(SOURCES, sources)
     else:  # re-use the shipped sources (e.g. to add the new extraction's outputs)
         sources = load_jsonl(SOURCES)

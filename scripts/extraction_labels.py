@@ -28,7 +28,9 @@ FLAGS = ("standalone", "claim", "complete")
 # blind5: session 14, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs).
 # blind6: session 15, labeled and committed before any of that session's code ran on it (MuSiQue paragraphs,
 # Node.js API pages).
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6")
+# blind7: session 16, labeled and committed before any of that session's code ran on it (HotpotQA paragraphs,
+# the Rust book's chapters).
+SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:

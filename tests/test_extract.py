@@ -113,6 +113,18 @@ def test_fallback_keeps_self_contained_sentences_with_names_or_numbers():
     assert all(len(f) <= 300 for f in facts)
 
 
+def test_fallback_counts_a_code_identifier_as_a_name():
+    # API documentation names things with identifiers, not capitalized words (session 16, rule I)
+    for claim in (
+        "Calling stream.read(size) after the end event has been emitted will return null.",
+        "The iter_mut method yields mutable references to every element of a vector.",
+        'Existing packages introducing the "exports" field prevent consumers from using other entry points.',
+        "A readable stream switches to flowing mode when a data handler is attached with readable.on().",
+    ):
+        assert fallback_facts(claim) == [claim]
+    assert fallback_facts("Each call to next eats up an item from the iterator.") == []  # no name, no number
+
+
 def test_model_facts_grounded_are_kept_with_the_real_url_and_fallback_fills():
     model = FakeChatModel(
         [
@@ -650,10 +662,10 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_bli
     trained = [
         (r["category"], r["fact"], titles[r["source"]])
         for r in labels
-        if r["split"] != "blind6" and r["claim"] and r["category"]
+        if r["split"] != "blind7" and r["claim"] and r["category"]
     ]
     examples = shipped_examples()
-    assert examples == trained  # no blind6 claim is learned from (session 15's blind split)
+    assert examples == trained  # no blind7 claim is learned from (session 16's blind split)
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
     assert len(texts) == len(classes) == 2 * len(examples) + PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
@@ -666,10 +678,11 @@ def test_the_labeled_set_is_well_formed():
     sources = [json.loads(line) for line in (DATA / "extraction_sources.jsonl").read_text().splitlines()]
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     by_id = {s["id"]: s for s in sources}
-    # musique: session 14's blind5 and session 15's blind6 paragraphs; nodejs: blind6's documentation
-    corpora = {"scifact", "hotpotqa", "sqlite", "musique", "nodejs"}
+    # musique: session 14's blind5 and session 15's blind6 paragraphs; nodejs: blind6's documentation; rustbook:
+    # session 16's blind7 documentation (the Rust book)
+    corpora = {"scifact", "hotpotqa", "sqlite", "musique", "nodejs", "rustbook"}
     assert len(by_id) == len(sources) and {s["corpus"] for s in sources} == corpora
-    splits = {"dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6"}
+    splits = {"dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7"}
     assert {s["split"] for s in sources} == splits
     assert len(labels) >= 150 and len({r["id"] for r in labels}) == len(labels)
     for row in labels:
@@ -682,16 +695,17 @@ def test_the_labeled_set_is_well_formed():
         assert sum(r["corpus"] == corpus for r in labels) >= 40
 
 
-@pytest.mark.parametrize("split", ["blind2", "blind3", "blind4", "blind5", "blind6"])
+@pytest.mark.parametrize("split", ["blind2", "blind3", "blind4", "blind5", "blind6", "blind7"])
 def test_the_shipped_labeled_set_has_each_blind_split_from_three_corpora(split):
     # Session 13: blind splits, each labeled and committed before the rules of its round ran on it;
     # session 14's blind5 (MuSiQue paragraphs in place of HotpotQA's), before any of its code ran on it;
-    # session 15's blind6 the same, with Node.js's API pages for its documentation.
+    # session 15's blind6 the same, with Node.js's API pages for its documentation; session 16's blind7 with
+    # HotpotQA's paragraphs again and the Rust book's chapters.
     sources = [json.loads(line) for line in (DATA / "extraction_sources.jsonl").read_text().splitlines()]
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     blind = [s for s in sources if s["split"] == split]
     wiki = "musique" if split in ("blind5", "blind6") else "hotpotqa"
-    docs = "nodejs" if split == "blind6" else "sqlite"
+    docs = {"blind6": "nodejs", "blind7": "rustbook"}.get(split, "sqlite")
     assert len(blind) >= 15 and {s["corpus"] for s in blind} == {"scifact", wiki, docs}
     rows = [r for r in labels if r["split"] == split]
     assert len(rows) >= 90 and {r["source"] for r in rows} == {s["id"] for s in blind}
@@ -747,3 +761,22 @@ def test_extraction_gives_the_categorizer_the_source_title():
     assert [f.category for f in result.facts] == ["technology"] and recorder.titles == ["Write-Ahead Logging"]
     extract_facts(text, "file:///wal.html", categorizer=recorder)
     assert recorder.titles[-1] == ""  # no title known: the categorizer reads the sentence alone
+
+
+def test_a_claim_bound_to_a_release_is_product_info_whatever_the_embedding_says():
+    class Fixed(PrototypeCategorizer):
+        def __init__(self) -> None:
+            self.margin = 0.0
+
+        def scores(self, texts: list[str], title: str = "") -> list[dict[str, float]]:
+            return [{c: 1.0 if c == "technology" else 0.0 for c in CATEGORIES} for _ in texts]
+
+    texts = [
+        "Beginning with SQLite version 3.23.0 (2018-04-02), SQLite also recognizes TRUE and FALSE keywords.",
+        "The STRICT keyword is only recognized by SQLite version 3.37.0 (2021-11-27) and later.",
+        "The CommonJS module require currently only supports loading synchronous ES modules.",
+        "Passing an invalid callback now throws ERR_INVALID_ARG_TYPE instead of ERR_INVALID_CALLBACK.",
+        "WAL mode permits simultaneous readers and writers.",
+        "The 2.6 units/year decline in VFQ-25 scores came with each 1 dB/year of field loss.",
+    ]
+    assert Fixed().categorize(texts) == ["product_info"] * 4 + ["technology"] * 2

@@ -264,3 +264,34 @@ def test_a_passage_opening_on_a_lower_case_hyphenated_word_drops_that_first_sent
     about = "sqlite-vec is a SQLite extension that stores vectors. It ships as one file."
     assert passage_claims(about, title="sqlite-vec")[0].startswith("sqlite-vec is")
     assert passage_claims("sqlite-vec is a SQLite extension that stores vectors in vec0 tables.")
+
+
+# Session 16: the kinds behind the older splits' remaining failures (blind2, blind4, blind5), general rules.
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # an empty pair of quotes: the name that stood there is lost
+        'An expansion pack called "" was released on March 2006 in Europe and Australia.',
+        # a participle clause, then a pronoun as the main clause's subject (with or without a comma)
+        "After entering northeastern Sudan at the tripoint it joins the Atbarah River, a tributary of the Nile.",
+        "After leaving the band in 1998, he recorded three solo albums in Portland.",
+        # a study's own sample; other than what was named before
+        "Vitamin D intakes of 19.9 microg/d maintained serum concentrations above 37.5 nmol/L in 97.5% of the sample.",
+        'Any other kind of PRIMARY KEYs, including "INT PRIMARY KEY" are just unique indexes in a rowid table.',
+        # a variable defined for an argument
+        "Let X be the expression in the WHERE clause of a partial index, and let W be the WHERE clause of a query.",
+    ],
+)
+def test_fourth_round_sentences_that_do_not_stand_alone_or_define_a_variable_are_not_stored(sentence):
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+def test_fourth_round_claims_are_kept():
+    for sentence in (
+        "When a transaction commits, it writes the changes to the write-ahead log first.",  # its own subject
+        "The Tekeze River joins the Atbarah River after entering northeastern Sudan.",  # no pronoun
+        "A sample size of 30 is often enough for the central limit theorem to apply.",  # a sample, not the study's
+        'SQLite accepts the empty string "x" as a file name for a temporary database.',  # quotes with a name
+        "Lettuce leaves can be stored for 10 days at 4 degrees.",  # "Let…" is not "Let X be"
+    ):
+        assert passage_claims(sentence) == [sentence]

@@ -221,6 +221,17 @@ class RuleCategorizer:
 _PROTOTYPE_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
+# A claim bound to a release — "Beginning with SQLite version 3.23.0 …", "… only recognized by version 3.37.0 and
+# later", "… currently only supports …", "… now throws …" — changes with the next release: product_info, whatever the
+# embedding says (the classifier filed such claims under technology; all 5 labeled ones are product_info).
+RELEASE_CUE = re.compile(
+    r"\b(?:(?:beginning|starting) with|as of|since|in|from) (?:[\w.\-]+ )?(?:version|release|v)\s?\d|"
+    r"\bversions? \d[\w.]*(?: \([^()]*\))? (?:and|or) (?:later|newer|above|higher|greater)\b|"
+    r"\bcurrently (?:only )?supports?\b|\bnow (?:throws|returns|emits|accepts|supports|requires)\b",
+    re.IGNORECASE,
+)
+
+
 class _EmbeddingCategorizer:
     """What the embedding categorizers share: the best-scoring category per text, the shorter-lived
     of the best two when they are within `margin`; CJK text by cue words (the examples are
@@ -235,7 +246,8 @@ class _EmbeddingCategorizer:
         """One category per text, in order (`title`: their source's, when known)."""
         latin = [t for t in texts if not has_cjk(t)]
         chosen = iter([self.choose(s) for s in self.scores(latin, title)])
-        return [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
+        out = [classify_category(t) if has_cjk(t) else next(chosen) for t in texts]
+        return ["product_info" if RELEASE_CUE.search(t) else c for t, c in zip(texts, out, strict=True)]
 
     def choose(self, scores: dict[str, float]) -> str:
         """The best category; within `margin` of the runner-up, the shorter-lived of the two."""

@@ -248,6 +248,8 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     ),
     # "To compare the effects of oral semaglutide with placebo …": an objective, not a finding
     ("an objective, not a claim", re.compile(r"^To [a-z]+\b(?!.*\b(?:is|are|was|were|has|have|had|can|will|must)\b)")),
+    # "Let X be the expression in the WHERE clause …": a variable defined for an argument, not a claim
+    ("a definition for an argument, not a claim", re.compile(r"^Let\s+\S+\s+(?:and\s+\S+\s+)?be\b")),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
     # ("As an optimization, SQLite can …" has its main clause after the comma).
     ("a list item, not a sentence", re.compile(r"^As (?:a|an)\s[^,;]*$")),
@@ -348,7 +350,11 @@ _REFERS_BACK_INSIDE = re.compile(
     r"\b(?:(?:this|these|those|such) (?:study|studies|data|findings|results|analysis|analyses|review|trial|"
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
     r"patients|samples|cells|mice|genes|regions|values|models|steps|settings|rules|pragmas?|options?)|"
-    r"our|the (?:latter|former)|the data|the study|both times|a second time|(?:see|shown|mentioned) (?:above|below))\b|"
+    r"our|the (?:latter|former)|the data|the study|both times|a second time|(?:see|shown|mentioned) (?:above|below)|"
+    # a study's own sample: "in 97.5% of the sample", "the participants' intake"
+    r"the (?:sample|cohort|participants|subjects|respondents))\b|"
+    # "Any other kind of PRIMARY KEYs …": other than the one named before
+    r"^any other\b|"
     # "… required by the rules enumerated below (see section "Schema Level Locking")."
     r"\((?:see|cf\.?)\s|\b(?:enumerated|listed|given|described|defined|explained|discussed|noted) (?:below|above)\b|"
     # a consequence of what came before: "we therefore limit the number of terms"
@@ -389,9 +395,15 @@ _REFERS_BACK_INSIDE = re.compile(
     r"\b(?:presented|shown|described|discussed|seen|given|mentioned|listed) (?:so far|earlier|previously)\b|"
     # a pronoun as the subject of a leading subordinate clause: "Whether it is associated with …"
     r"^(?:whether|if|when|whenever|because|although|though|while|since|once|unless|until|after|before)\s+"
-    r"(?:it|its|they|their|he|his|she|her|them)\b",
+    r"(?:it|its|they|their|he|his|she|her|them)\b|"
+    # a participle clause, then a pronoun as the main clause's subject: "After entering Sudan at the tripoint it
+    # joins …" (the clause has no subject of its own, so the pronoun's is in another sentence)
+    r"^(?:after|before|when|while|since|upon|on|by|through|without)\s+[a-z]+ing\b[^.;]*?[\s,]"
+    r"(?:it|he|she|they)\s+(?-i:[a-z])",
     re.IGNORECASE,
 )
+# An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").
+_EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
 # "Because an SQLite database is a single file, it is often used …": the antecedent opens the sentence.
@@ -593,6 +605,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "refers to the sentence before"
     if _REFERS_BACK_INSIDE.search(sentence):
         return "refers to something the source named before"
+    if _EMPTY_QUOTES.search(sentence):
+        return "a name is missing (empty quotes)"
     if _METHOD.search(sentence):
         return "describes the source's own method, not a claim about the world"
     if verbless_fragment(sentence):

@@ -81,9 +81,15 @@ def _fit(claim: str) -> str | None:
     return claim
 
 
+# A code identifier names something as a capitalized word does (API documentation names things so): a dotted name
+# (`module.exports`), a call (`stream.read(`), snake_case, camelCase, a quoted key (`"exports"`).
+_IDENTIFIER = re.compile(r"\w\.\w|\w\(|\b\w+_\w+\b|[\"'][\w.\-/]+[\"']|\b[A-Z]?[a-z]+[A-Z]\w*")
+
+
 def _has_name_or_number(sentence: str) -> tuple[bool, bool]:
     body = sentence.split(" ", 1)[1] if " " in sentence else ""
-    return bool(re.search(r"\d", sentence)), bool(CAPITALIZED.search(body)) or has_cjk(sentence)
+    named = bool(CAPITALIZED.search(body)) or has_cjk(sentence) or bool(_IDENTIFIER.search(sentence))
+    return bool(re.search(r"\d", sentence)), named
 
 
 def fallback_facts(text: str, topic: str = "", limit: int = 5, *, title: str = "") -> list[str]:
