@@ -5,7 +5,7 @@ from __future__ import annotations
 from deepresearch.kb.lifecycle import age_tag
 from deepresearch.research import prompts
 from deepresearch.research.answer import choice_options, question_type
-from deepresearch.research.queries import clean_queries, missing_words, names_in
+from deepresearch.research.queries import clean_queries, is_date, missing_words, names_in
 from deepresearch.research.router import route
 from deepresearch.research.state import Known, ResearchState, RunOptions, Sentence, Source
 
@@ -100,3 +100,19 @@ def test_bridges_follow_names_the_question_does_not_mention():
     state.sources, state.retrievals = [source], [["S1", topic, 1]]
     found = bridges(state, 3)
     assert [b.query() for b in found] == ["Blue Velvet directed", "Brunswick County directed"]
+
+
+def test_a_date_is_no_next_hop():
+    from deepresearch.research.steps import bridges
+
+    for date in ("June", "December 31", "27 July 2011", "1939", "N 95.53944"):
+        assert is_date(date), date
+    for name in ("Apollo 11", "Theresa May", "World War II", "Pearl Jam"):
+        assert not is_date(name), name
+    topic = "Who directed the film that was shot in or around Leland, North Carolina?"
+    state = ResearchState("r", topic, RunOptions())
+    text = "On June 12, 1985 parts of the film Blue Velvet were shot in Leland, North Carolina."
+    source = Source("S1", "file:///leland.md", "Leland, North Carolina", text, topic, 0)
+    source.sentences = [Sentence(text, 0.8, 0.8)]
+    state.sources, state.retrievals = [source], [["S1", topic, 1]]
+    assert [b.entity for b in bridges(state, 3)] == ["Blue Velvet"]
