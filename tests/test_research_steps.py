@@ -116,3 +116,24 @@ def test_a_date_is_no_next_hop():
     source.sentences = [Sentence(text, 0.8, 0.8)]
     state.sources, state.retrievals = [source], [["S1", topic, 1]]
     assert [b.entity for b in bridges(state, 3)] == ["Blue Velvet"]
+
+
+def test_a_hop_passage_that_does_not_name_the_hop_entity_ranks_below_one_that_does():
+    from deepresearch.research.evidence import names_its_hop, ranked_pool
+
+    topic = "What is the average snowfall in the city where the performers of Brother were formed?"
+    hop = "Pearl Jam formed city snowfall"
+    state = ResearchState("r", topic, RunOptions())
+    state.hops = {hop: {"parent": "S1", "entity": "Pearl Jam"}}
+    texts = {
+        "S1": ("Brother (song)", "Brother is a song by the American rock band Pearl Jam.", topic),
+        "S2": ("House music", "Several house music festivals were formed in the city.", hop),
+        "S3": ("Pearl Jam", "Pearl Jam is a rock band formed in Seattle in 1990.", hop),
+    }
+    for sid, (title, text, query) in texts.items():
+        state.sources.append(Source(sid, f"file:///{sid}", title, text, query, 0, sentences=[Sentence(text, 0.5, 0.5)]))
+    # The hop search ranked the festival page first; it never names Pearl Jam.
+    state.retrievals = [["S1", topic, 1], ["S2", hop, 1], ["S3", hop, 2]]
+    assert not names_its_hop(state, state.sources[1], hop) and names_its_hop(state, state.sources[2], hop)
+    assert names_its_hop(state, state.sources[1], topic)  # the question's own search is no hop
+    assert [sid for sid, _ in ranked_pool(state)] == ["S1", "S3", "S2"]
