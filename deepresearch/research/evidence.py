@@ -10,6 +10,7 @@ re-ranking after each loop is cheap.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import TYPE_CHECKING
@@ -137,10 +138,16 @@ def best_sentences(state: ResearchState, passages: list[str], n: int, floor: flo
 def names_its_hop(state: ResearchState, source: Source, query: str) -> bool:
     """Whether a passage found by a hop query names that hop's entity (every word of it); True for
     a query that is no hop (the question, a planned query)."""
+    entity = state.hops.get(query, {}).get("entity")
+    return not entity or _stems_of(entity) <= _stems_of(f"{source.title} {source.text}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _stems_of(text: str) -> frozenset[str]:
+    """The stems of a text's content words, kept: the pool is re-ranked several times a loop."""
     from deepresearch.research.queries import stems
 
-    entity = state.hops.get(query, {}).get("entity")
-    return not entity or stems(entity) <= stems(f"{source.title} {source.text}")
+    return frozenset(stems(text))
 
 
 def ranked_pool(state: ResearchState) -> list[tuple[str, float]]:
