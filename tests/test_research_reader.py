@@ -340,31 +340,3 @@ def test_the_passage_stating_most_of_the_question_is_cited_only_when_no_cited_on
     state.sources.append(Source("S7", "file:///c/7", "Climate", stated2, "q", 1, sentences=[Sentence(stated2, 0, 0)]))
     assert question_shares(state, ["S6"])["S6"] >= 0.3
     assert "S7" not in supporting_passages(state, right, [*pool, "S7"])
-
-
-def test_a_passage_whose_lead_sentence_is_its_best_reads_it_first():
-    from deepresearch.research.state import Sentence
-
-    question = "Which treaty was signed in Maastricht?"
-    state = ResearchState("r", question, RunOptions())
-    lead = "The Treaty on European Union was signed in Maastricht in 1992."
-    later = ["It has been amended several times since then.", "Its consolidated text is published regularly."]
-    other = "Maastricht is a city in the south of the Netherlands on the Meuse."
-    state.sources = [
-        Source("S1", "file:///a", "Maastricht", other, question, 0, sentences=[Sentence(other, 0.5, 0.5)]),
-        Source(
-            "S2",
-            "file:///b",
-            "Treaties",
-            " ".join([lead, *later]),
-            question,
-            0,
-            sentences=[Sentence(lead, 0.9, 0.9), Sentence(later[0], 0.2, 0.2), Sentence(later[1], 0.1, 0.1)],
-        ),
-    ]
-    # Room for about one sentence a passage: the best one of each, and S2's best is its lead.
-    tight = (len(other) + len("Maastricht") + len(lead) + len("Treaties") + 20) // 4
-    evidence = reader_evidence(state, ["S1", "S2"], tight)
-    assert [(sid, text) for _, sid, _, text in evidence] == [("S1", other), ("S2", lead)]
-    # With more room the lead stays first and the others follow in the passage's order.
-    assert reader_evidence(state, ["S1", "S2"], 200)[1][3] == " ".join([lead, *later])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from deepresearch.kb.lifecycle import age_tag
 from deepresearch.research import prompts
 from deepresearch.research.answer import choice_options, question_type
-from deepresearch.research.queries import clean_queries, is_date, missing_words, names_in
+from deepresearch.research.queries import clean_queries, missing_words, names_in
 from deepresearch.research.router import route
 from deepresearch.research.state import Known, ResearchState, RunOptions, Sentence, Source
 
@@ -100,40 +100,3 @@ def test_bridges_follow_names_the_question_does_not_mention():
     state.sources, state.retrievals = [source], [["S1", topic, 1]]
     found = bridges(state, 3)
     assert [b.query() for b in found] == ["Blue Velvet directed", "Brunswick County directed"]
-
-
-def test_a_date_is_no_next_hop():
-    from deepresearch.research.steps import bridges
-
-    for date in ("June", "December 31", "27 July 2011", "1939", "N 95.53944"):
-        assert is_date(date), date
-    for name in ("Apollo 11", "Theresa May", "World War II", "Pearl Jam"):
-        assert not is_date(name), name
-    topic = "Who directed the film that was shot in or around Leland, North Carolina?"
-    state = ResearchState("r", topic, RunOptions())
-    text = "On June 12, 1985 parts of the film Blue Velvet were shot in Leland, North Carolina."
-    source = Source("S1", "file:///leland.md", "Leland, North Carolina", text, topic, 0)
-    source.sentences = [Sentence(text, 0.8, 0.8)]
-    state.sources, state.retrievals = [source], [["S1", topic, 1]]
-    assert [b.entity for b in bridges(state, 3)] == ["Blue Velvet"]
-
-
-def test_a_hop_passage_that_does_not_name_the_hop_entity_ranks_below_one_that_does():
-    from deepresearch.research.evidence import names_its_hop, ranked_pool
-
-    topic = "What is the average snowfall in the city where the performers of Brother were formed?"
-    hop = "Pearl Jam formed city snowfall"
-    state = ResearchState("r", topic, RunOptions())
-    state.hops = {hop: {"parent": "S1", "entity": "Pearl Jam"}}
-    texts = {
-        "S1": ("Brother (song)", "Brother is a song by the American rock band Pearl Jam.", topic),
-        "S2": ("House music", "Several house music festivals were formed in the city.", hop),
-        "S3": ("Pearl Jam", "Pearl Jam is a rock band formed in Seattle in 1990.", hop),
-    }
-    for sid, (title, text, query) in texts.items():
-        state.sources.append(Source(sid, f"file:///{sid}", title, text, query, 0, sentences=[Sentence(text, 0.5, 0.5)]))
-    # The hop search ranked the festival page first; it never names Pearl Jam.
-    state.retrievals = [["S1", topic, 1], ["S2", hop, 1], ["S3", hop, 2]]
-    assert not names_its_hop(state, state.sources[1], hop) and names_its_hop(state, state.sources[2], hop)
-    assert names_its_hop(state, state.sources[1], topic)  # the question's own search is no hop
-    assert [sid for sid, _ in ranked_pool(state)] == ["S1", "S3", "S2"]

@@ -1,16 +1,14 @@
 """The evidence pool: every passage a run retrieved, ranked against the question.
 
 A passage's rank fuses how well the searches ranked it (each query that found it adds a
-reciprocal-rank share; the question's own search weighs most, and a hop's passage that does not
-name the hop's entity weighs half) with how similar its best sentence is to the question (or to
-the hop query that found it). Sentences are embedded once, when their passage first arrives, so
-re-ranking after each loop is cheap.
+reciprocal-rank share; the question's own search weighs most) with how similar its best
+sentence is to the question (or to the hop query that found it). Sentences are embedded
+once, when their passage first arrives, so re-ranking after each loop is cheap.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 from typing import TYPE_CHECKING
@@ -25,9 +23,6 @@ if TYPE_CHECKING:
 RRF_K = 3.0
 QUESTION_QUERY_WEIGHT = 1.0
 HOP_QUERY_WEIGHT = 0.8
-# A hop query's passage that does not name the hop's entity counts half (MuSiQue 0–39: 2 % of them
-# were supporting paragraphs against 8 % of those naming it; session 16).
-OFF_HOP_WEIGHT = 0.5
 HOP_SIMILARITY_WEIGHT = 0.9  # a sentence matching its hop query counts a little less than one matching the question
 EXTRA_PASSAGES = 4  # passages cited beyond those one search for the question found
 _MARKUP_LINE = re.compile(r"^\s*(#{1,6}\s|[-*_=]{3,}\s*$|\|)", re.M)
@@ -135,29 +130,11 @@ def best_sentences(state: ResearchState, passages: list[str], n: int, floor: flo
     return out
 
 
-def names_its_hop(state: ResearchState, source: Source, query: str) -> bool:
-    """Whether a passage found by a hop query names that hop's entity (every word of it); True for
-    a query that is no hop (the question, a planned query)."""
-    entity = state.hops.get(query, {}).get("entity")
-    return not entity or _stems_of(entity) <= _stems_of(f"{source.title} {source.text}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _stems_of(text: str) -> frozenset[str]:
-    """The stems of a text's content words, kept: the pool is re-ranked several times a loop."""
-    from deepresearch.research.queries import stems
-
-    return frozenset(stems(text))
-
-
 def ranked_pool(state: ResearchState) -> list[tuple[str, float]]:
     """(sid, score) of every retrieved passage, best first."""
     retrieval: dict[str, float] = {}
-    by_sid = state.source_by_sid()
     for sid, query, rank in state.retrievals:
         weight = QUESTION_QUERY_WEIGHT if query == state.topic else HOP_QUERY_WEIGHT
-        if query != state.topic and not names_its_hop(state, by_sid[sid], query):
-            weight *= OFF_HOP_WEIGHT
         retrieval[sid] = retrieval.get(sid, 0.0) + weight / (RRF_K + rank)
     similarity = {
         s.sid: max((sentence_relevance(x, s.query != state.topic) for x in s.sentences), default=0.0)

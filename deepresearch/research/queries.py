@@ -28,12 +28,6 @@ NOT_NAMES = frozenset(
     " are were born since until following then many some".split()
 )
 
-# Calendar words: a name made of these and numbers only ("June", "December 31", "27 July 2011") is a date.
-CALENDAR = frozenset(
-    "january february march april may june july august september october november december"
-    " monday tuesday wednesday thursday friday saturday sunday bc ad bce ce".split()
-)
-
 
 def query_key(text: str) -> str:
     """A query's identity for "searched before?": its content words in order."""
@@ -120,9 +114,3 @@ def new_to(name: str, known_stems: set[str]) -> bool:
     """True if `name` has a content word the question (`known_stems`) does not."""
     words = content_words(name)
     return bool(words) and not all(stem(w) in known_stems for w in words)
-
-
-def is_date(name: str) -> bool:
-    """True when a name is only calendar words, numbers and single letters ("June", "December 31",
-    "27 July 2011", "N 95.53944"): it names no document, so it is no next hop."""
-    return all(w.lower() in CALENDAR for w in re.findall(r"[^\W\d_]{2,}", name))

@@ -72,9 +72,9 @@ def reader_evidence(state: ResearchState, passages: list[str], budget_tokens: in
         order = sorted(
             range(len(source.sentences)), key=lambda i: -sentence_score(state, source, source.sentences[i], weights)
         )
-        if 0 in order[1:]:  # the lead sentence says what the passage is about: second, unless it is the best
+        if order and 0 in order:  # the lead sentence says what the passage is about
             order.remove(0)
-            order.insert(1, 0)
+            order.insert(min(1, len(order)), 0)
         picks += [(turn, rank, sid, i) for turn, i in enumerate(order)]
     budget = budget_tokens * CHARS_PER_TOKEN
     kept: dict[str, list[int]] = {}

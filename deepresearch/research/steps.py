@@ -31,7 +31,6 @@ from deepresearch.research.model_io import ask, record
 from deepresearch.research.queries import (
     Bridge,
     clean_queries,
-    is_date,
     is_fresh,
     missing_words,
     names_in,
@@ -319,7 +318,7 @@ def bridges(state: ResearchState, n: int) -> list[Bridge]:
                 named.append((name, (0.3 + sentence_relevance(x, is_hop)) * near))
         for name, relevance in named:
             key = query_key(name)
-            if not key or is_date(name) or key in followed or key in held or not new_to(name, question_stems):
+            if not key or key in followed or key in held or not new_to(name, question_stems):
                 continue
             value = (score / top) * relevance
             if key not in found or value > found[key].score:
