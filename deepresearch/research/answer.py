@@ -27,8 +27,10 @@ SUPPORT_BONUS = 0.02
 HOP_ENTITY_WEIGHT = 0.6  # a name the run already followed is a step on the way, rarely the answer
 _AUX = frozenset("is are was were do does did can could has have had will would should".split())
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_DAY_DATE = rf"{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}"  # "June 8, 1951", "8 June 1951"
+FULL_DATE = re.compile(rf"\b(?:{_DAY_DATE})\b")
 DATE = re.compile(
-    rf"\b(?:{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}|{_MONTH}\s+\d{{3,4}}"
+    rf"\b(?:{_DAY_DATE}|{_MONTH}\s+\d{{3,4}}"
     r"|(?:1[0-9]|20)\d{2}s?|\d{1,2}(?:st|nd|rd|th) century)\b"
 )
 NUMBER = re.compile(

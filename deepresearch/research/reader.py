@@ -151,15 +151,12 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     }
 
 
-_FULL_DATE = re.compile(rf"\b(?:{answers._MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{answers._MONTH}\s+\d{{3,4}})\b")
-
-
 def full_date(text: str, sentence: str, question: str) -> str:
     """A "when" question read as a bare year: the one full date of that year its sentence states
     ("1951" → "8 June 1951"); a "what year" question, or a sentence with no or two such dates, keeps the year."""
     if not re.fullmatch(r"\d{3,4}", text) or not re.match(r"(?:in |by )?when\b", question.strip().lower()):
         return text
-    dates = {m.group(0) for m in _FULL_DATE.finditer(sentence) if re.search(rf"\b{text}$", m.group(0))}
+    dates = {m.group(0) for m in answers.FULL_DATE.finditer(sentence) if re.search(rf"\b{text}$", m.group(0))}
     return dates.pop() if len(dates) == 1 else text
 
 
