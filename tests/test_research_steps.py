@@ -75,6 +75,24 @@ def test_question_types_follow_the_question_word():
     assert question_type("Which FC Barcelona signee was a contender for Rookie of the Year?") == "entity"
 
 
+def test_either_or_questions_are_found_without_a_comma_and_after_between():
+    assert choice_options("Which band was formed first The Exies or Circus Diablo ?") == ["The Exies", "Circus Diablo"]
+    assert choice_options("Which came first the forming of The Dandy Warhols or the birth of Robert Young?") == [
+        "The Dandy Warhols",
+        "Robert Young",
+    ]
+    assert choice_options("Who is older Sid Haig or Vic Darchinyan?") == ["Sid Haig", "Vic Darchinyan"]
+    assert choice_options("Between Iain Banks and Irwin Shaw, which writer had a more diverse career?") == [
+        "Iain Banks",
+        "Irwin Shaw",
+    ]
+    # No comparison, or no name on a side: not an either-or question.
+    assert choice_options("Who was the first president of Germany or Austria?") == []
+    assert choice_options("Who directed the film that was shot in or around Leland, North Carolina in 1986") == []
+    assert choice_options("What team won 2 or 3 titles first?") == []
+    assert choice_options("Who wrote 1984 or Animal Farm first?") == []
+
+
 def test_names_keep_inner_small_words_but_not_sentence_starts_or_and():
     assert names_in("The journal is published by the Society for the Exploration of Psychotherapy Integration.") == [
         "Society for the Exploration of Psychotherapy Integration"

@@ -81,12 +81,46 @@ def question_type(question: str) -> str:
 
 
 def choice_options(question: str) -> list[str]:
-    """The two named options of "…, A or B?" questions (empty when there are none)."""
-    match = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", question.strip())
-    if not match:
+    """The two named options of an either-or question (empty when there are none): "…, A or B?",
+    "Between A and B, which …?", and "… A or B?" with no comma in a comparison (first, older,
+    more, …), each option the run of capitalized words that ends its side ("Which band was
+    formed first The Exies or Circus Diablo?")."""
+    q = question.strip()
+    match = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", q) or re.match(
+        r"between\s+(?:the\s+)?([^,?]+?)\s+and\s+(?:the\s+)?([^,?]+?)\s*,", q, re.I
+    )
+    if match:
+        options = [match.group(1).strip(), match.group(2).strip()]
+    elif (
+        q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose") and _COMPARES.search(q)
+    ):
+        before, after = q.rstrip("? ").split(" or ")
+        options = [_name_run(before, 1), _name_run(after, 0)]
+    else:
         return []
-    options = [match.group(1).strip(), match.group(2).strip()]
     return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
+
+
+_COMPARES = re.compile(
+    r"\b(?i:first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest|bigger"
+    r"|smaller|longer|shorter|higher|taller|earliest|latest|recently|sooner|\w+er than)\b"
+    r"(?!\s+(?!the\b|an?\b)[a-z])"  # "formed first The Exies", not "the first president of"
+)
+_INNER_SMALL = frozenset("of the and de del la le von van der du da & for".split())
+
+
+def _name_run(text: str, first: int) -> str:
+    """The run of capitalized words (small words inside) that ends `text`, starting at word
+    `first` at the earliest (1 on a question's own side: its opening word is no option)."""
+    tokens = text.split()
+    start = len(tokens)
+    while start > first and (
+        tokens[start - 1][:1].isupper() or tokens[start - 1][:1].isdigit() or tokens[start - 1].lower() in _INNER_SMALL
+    ):
+        start -= 1
+    while start < len(tokens) and not (tokens[start][:1].isupper() or tokens[start][:1].isdigit()):
+        start += 1  # a run opens on a name (or "The"), not on "of" or "the"
+    return " ".join(tokens[start:])
 
 
 def best_answer(state: ResearchState, passages: list[str]) -> Candidate | None:
