@@ -17,6 +17,7 @@ from deepresearch.research.reader import (
     counts_fit,
     fits_question,
     full_date,
+    longer_names,
     normalize_answer,
     reader_evidence,
     states,
@@ -109,6 +110,35 @@ def test_an_either_or_answer_must_be_one_of_the_options():
     evidence = [("S1", "S1", "Alma Records", text)]
     assert check_reading({"answer": "alma records", "sources": ["S1"]}, state, evidence)["text"] == "Alma Records"  # type: ignore[index]
     assert check_reading({"answer": "1950", "sources": ["S1"]}, state, evidence) is None
+
+
+def test_an_either_or_question_without_a_comma_checks_its_options_too():
+    question = "Which label was founded first Alma Records or Bruno Music?"
+    state = ResearchState("r", question, RunOptions())
+    text = "Alma Records was founded in 1950. Bruno Music was founded in 1961."
+    state.sources = [Source("S1", "file:///a", "Alma Records", text, question, 0)]
+    evidence = [("S1", "S1", "Alma Records", text)]
+    assert check_reading({"answer": "Alma Records", "sources": ["S1"]}, state, evidence)["text"] == "Alma Records"  # type: ignore[index]
+    assert check_reading({"answer": "1950", "sources": ["S1"]}, state, evidence) is None
+
+
+def test_a_name_read_shorter_than_the_evidence_writes_it_is_taken_whole():
+    question = "Who was the first president of the association that publishes the Quell Review?"
+    state = ResearchState("r", question, RunOptions())
+    text = "The association's first president was G. Stanley Hall, who founded it in 1892."
+    state.sources = [Source("S1", "file:///a", "Quell Association", text, question, 0)]
+    evidence = [("S1", "S1", "Quell Association", text)]
+    kept = check_reading({"answer": "G. Hall", "sources": ["S1"]}, state, evidence)
+    assert kept is not None and kept["text"] == "G. Stanley Hall" and kept["sids"] == ["S1"]
+    assert longer_names("G. Hall", "G. Stanley Hall and G. Hall") == {"G. Stanley Hall", "G. Hall"}
+    assert longer_names("Ann Bo", "Ann Cy Di Ed Bo") == set()  # three more words: another name
+    assert longer_names("painter Hall", "painter Stanley Hall") == set()  # not a name
+    # Two longer names fit: which one is not certain, so the reading is rejected.
+    two = "G. Stanley Hall met G. Henry Hall."
+    state.sources = [Source("S1", "file:///a", "Quell Association", two, question, 0)]
+    assert (
+        check_reading({"answer": "G. Hall", "sources": ["S1"]}, state, [("S1", "S1", "Quell Association", two)]) is None
+    )
 
 
 def test_with_no_supported_answer_the_report_abstains_with_no_bold_guess(workspace, fake_embedder):
@@ -237,6 +267,8 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert not fits_question("several", "number")
     assert fits_question("Mara Quell", "person") and not fits_question("top scorer", "person")
     assert fits_question("Tromsø", "place") and not fits_question("the town", "place")
+    assert not fits_question("Leland is a town in Brunswick County", "place")  # a clause names nothing
+    assert not fits_question("Mara Quell was the director", "person")
     assert fits_question("thriller", "entity") and fits_question("thriller", "")
     assert asked_shape("When was it shot?") == "date" and asked_shape("In what year was it shot?") == "date"
     assert asked_shape("How many towns are there?") == "number" and asked_shape("Who directed it?") == "person"

@@ -135,9 +135,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
         return None
     pool = [sid for _, sid, _, _ in evidence] + [s.sid for s in state.sources]
-    where = [sid for sid in cited if states(text, _full_text(state, sid))]
-    if not where:  # stated by another retrieved passage: cite that one
-        where = [sid for sid in dict.fromkeys(pool) if states(text, _full_text(state, sid))][:1]
+    text, where = where_stated(state, text, cited, pool)
     if not where:
         return None
     sids = where + [sid for sid in cited if sid not in where]
@@ -149,6 +147,36 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         "method": "reader",
         "sentence": sentence,
     }
+
+
+def where_stated(state: ResearchState, text: str, cited: list[str], pool: list[str]) -> tuple[str, list[str]]:
+    """(the span, the passages that state it): the cited ones, else the first of the pool (another
+    retrieved passage, cited instead); a name read shorter than the evidence writes it ("G. Hall"
+    for "G. Stanley Hall") is taken as the evidence writes it, when only one such name is there."""
+    where = [sid for sid in cited if states(text, _full_text(state, sid))]
+    if not where:
+        where = [sid for sid in dict.fromkeys(pool) if states(text, _full_text(state, sid))][:1]
+    if where:
+        return text, where
+    found = {sid: longer_names(text, _full_text(state, sid)) for sid in dict.fromkeys(cited + pool)}
+    names = {name for spans in found.values() for name in spans}
+    if len(names) != 1:
+        return text, []
+    return names.pop(), [sid for sid, spans in found.items() if spans][:1]
+
+
+def longer_names(span: str, text: str) -> set[str]:
+    """The names in `text` that hold every word of the capitalized `span` in order with at most
+    MAX_NAME_GAP more capitalized words among them ("G. Hall" → "G. Stanley Hall")."""
+    tokens = span.split()
+    if len(tokens) < 2 or not all(t[:1].isupper() for t in tokens):
+        return set()
+    gap = rf"(?:\s+[A-Z][\w.'’-]*){{0,{MAX_NAME_GAP}}}?\s+"
+    pattern = r"(?<![\w.])" + gap.join(re.escape(t) for t in tokens) + r"(?![\w])"
+    return {m.group(0) for m in re.finditer(pattern, text) if len(m.group(0).split()) - len(tokens) <= MAX_NAME_GAP}
+
+
+MAX_NAME_GAP = 2  # a middle name or two, an initial
 
 
 def full_date(text: str, sentence: str, question: str) -> str:
@@ -182,14 +210,17 @@ def asked_shape(question: str) -> str:
 
 def fits_question(text: str, kind: str) -> bool:
     """Whether a span has the shape the question asks for: a date or year for when/what year, a
-    number for how many/much, a name (a capitalized word) for who/where; other shapes any span."""
+    number for how many/much, a name (a capitalized word, no verb) for who/where; other shapes any span."""
     if kind == "date":
         return bool(answers.DATE.search(text) or re.search(r"\d", text) or _MONTHS.search(text))
     if kind == "number":
         return bool(answers.NUMBER.search(text))
-    if kind in ("person", "place"):
-        return bool(_CAPITALIZED.search(text))
+    if kind in ("person", "place"):  # a name, not a clause ("X is a town in …" answers no "who")
+        return bool(_CAPITALIZED.search(text)) and not _CLAUSE.search(text)
     return True
+
+
+_CLAUSE = re.compile(r"\b(?:is|are|was|were|has|have|had)\b")
 
 
 _BARE_NUMBER = re.compile(r"^[\d.,\s%$€£]+$")
