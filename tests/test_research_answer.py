@@ -111,6 +111,28 @@ def test_a_fact_in_an_open_kb_conflict_is_flagged_next_to_the_claim(workspace, f
     assert result.report_stats["conflicts_shown"] >= 1
 
 
+def test_an_either_or_question_is_decided_by_the_passages_years_only_when_it_asks_first_or_later():
+    from deepresearch.research.answer import choose_option
+
+    texts = {
+        "Alma Records": "Alma Records was founded in 1950 in Oslo.",
+        "Bruno Music": "Bruno Music was founded in 1961.",
+    }
+
+    def chosen(question: str) -> str | None:
+        state = ResearchState("r", question, RunOptions())
+        state.sources = [Source(f"S{i}", f"file:///{i}", t, x, question, i) for i, (t, x) in enumerate(texts.items())]
+        found = choose_option(state, [s.sid for s in state.sources])
+        return found.text if found else None
+
+    assert chosen("Which label was founded first, Bruno Music or Alma Records?") == "Alma Records"
+    assert chosen("Which label was founded later, Alma Records or Bruno Music?") == "Bruno Music"
+    # Anything but first or later the years do not decide: no answer by rank (the reader reads it).
+    assert chosen("Which label is larger, Alma Records or Bruno Music?") is None
+    texts["Bruno Music"] = "Bruno Music was founded in 1950 too."
+    assert chosen("Which label was founded first, Alma Records or Bruno Music?") is None
+
+
 def test_a_supporting_sentence_needs_a_share_of_the_best_score():
     topic = "How does the write-ahead log let readers and writers work at once?"
     state = ResearchState("r", topic, RunOptions())

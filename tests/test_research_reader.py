@@ -112,6 +112,18 @@ def test_an_either_or_answer_must_be_one_of_the_options():
     assert check_reading({"answer": "1950", "sources": ["S1"]}, state, evidence) is None
 
 
+def test_an_either_or_question_the_years_do_not_decide_abstains_without_asking_the_model(workspace, fake_embedder):
+    docs = {
+        "file:///corpus/alma.md": "Alma Reyes is a Chilean painter whose murals cover three city blocks.",
+        "file:///corpus/bruno.md": "Bruno Tal is a French painter of small portraits.",
+    }
+    question = "Which painter is better known, Alma Reyes or Bruno Tal?"
+    result, model = _run(workspace, fake_embedder, question, docs, {"answer": "Alma Reyes", "sources": ["S1"]}, 1)
+    assert model is not None and model.prompts("answer research") == []
+    assert result.short_answer is None and result.report_stats["answer_method"] == "abstained"
+    assert ABSTAIN_NOTE in _answer_section(result.report)
+
+
 def test_an_either_or_question_without_a_comma_checks_its_options_too():
     question = "Which label was founded first Alma Records or Bruno Music?"
     state = ResearchState("r", question, RunOptions())

@@ -324,7 +324,9 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
 
 
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
-    """For "…, A or B?": the option whose passage's earliest year fits first/later; else the better-ranked."""
+    """For "…, A or B?" asking which came first or later: the option whose passage's earliest year
+    fits. None when the question compares anything else ("larger", "more popular") or the years do
+    not decide: the reader reads it, or the run abstains (the first option was right 1 time in 4)."""
     options = choice_options(state.topic)
     sources = [state.source_by_sid()[sid] for sid in passages]
     found = [(o, _passage_of(o, sources)) for o in options]
@@ -335,13 +337,10 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
         assert src is not None
         match = _YEAR.search(src.text)
         years.append(int(match.group(1)) if match else None)
-    pick = 0
-    if all(y is not None for y in years) and years[0] != years[1]:
-        earlier = 0 if years[0] < years[1] else 1  # type: ignore[operator]
-        if _EARLIER.search(state.topic):
-            pick = earlier
-        elif _LATER.search(state.topic):
-            pick = 1 - earlier
+    if None in years or years[0] == years[1] or not (_EARLIER.search(state.topic) or _LATER.search(state.topic)):
+        return None
+    earlier = 0 if years[0] < years[1] else 1  # type: ignore[operator]
+    pick = earlier if _EARLIER.search(state.topic) else 1 - earlier
     option, src = found[pick]
     assert src is not None
     support = [s.sid for _, s in found if s is not None]
