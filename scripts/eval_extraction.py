@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
-# "main": the extraction as merged at the end of session 15 (categories read the title, the check learned from
-# blind5; session 15's figures used d14185c and a87dc51; 7bb4e97 is main at the start of session 16), run from this
-# commit's package in a subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "7bb4e97"
+# "main": the extraction as merged at the end of session 16 (blind6 in training, rule I, the release cue; session
+# 16's figures used 7bb4e97; d81bb01 is main at the start of session 17), run from this commit's package in a
+# subprocess, so the new code is compared with it in the same run.
+MAIN_COMMIT = "d81bb01"
 EXTRACTORS = ("baseline", "main", "new")
 
 
