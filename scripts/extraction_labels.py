@@ -56,11 +56,10 @@ def _stems(text: str) -> set[str]:
 
 
 def match(fact: str, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The labeled candidate of the same source this fact is (exact text, else near-same words; an identifier marked
-    in backticks by the HTML reader, or not, is the same text)."""
-    key = normalize_text(fact.replace("`", ""))
+    """The labeled candidate of the same source this fact is (exact text, else near-same words)."""
+    key = normalize_text(fact)
     for label in labels:
-        if normalize_text(label["fact"].replace("`", "")) == key:
+        if normalize_text(label["fact"]) == key:
             return label
     stems = _stems(fact)
     best, best_share = None, 0.0

@@ -13,7 +13,7 @@ from deepresearch.db import connect
 from deepresearch.errors import DimensionMismatch, InputError, NotFound, SearchError
 from deepresearch.search.corpus import Corpus, fts_query, rrf_fuse
 from deepresearch.search.ingest import chunk_text
-from deepresearch.search.readers import TableSpec, html_to_text, parse_html, read_html_file
+from deepresearch.search.readers import TableSpec, html_to_text, read_html_file
 from tests.fakes import FakeEmbedder
 
 HTML_PAGE = """<!doctype html><html><head><title>Tidal locking explained</title>
@@ -223,7 +223,7 @@ def test_mdbook_page_keeps_its_main_text_and_drops_the_sidebar(tmp_path: Path) -
     assert title == "Installation - The Rust Programming Language"
     assert text.split("\n\n") == [
         "Installation",
-        "The first step is to install Rust through `rustup`, a command line tool.",
+        "The first step is to install Rust through rustup, a command line tool.",
         "Installing rustup on Linux or macOS",
         "$ curl --proto '=https' --tlsv1.2 https://sh.rustup.rs -sSf | sh",
     ]
@@ -232,22 +232,6 @@ def test_mdbook_page_keeps_its_main_text_and_drops_the_sidebar(tmp_path: Path) -
     stub.write_text(MDBOOK_PAGE.split("<main>")[0] + "<main></main></div></div></div></div></body></html>")
     with pytest.raises(InputError, match="empty page"):
         read_html_file(stub)
-
-
-def test_html_inline_code_is_kept_in_backticks_but_not_code_blocks() -> None:
-    # An identifier in prose stays one ("the `iter` method"), as Markdown writes it; a listing stays as it is, an
-    # empty span leaves nothing, and a span a block broke loses its mark (no stray backtick).
-    page = (
-        "<main><p>The <code>iter</code> method and <a href='#x'><code>Vec&lt;T&gt;</code></a> and<code> </code>"
-        "nothing.</p><pre><code>let v = vec![1];</code></pre><p>A <code>broken<p>span</code> here.</p></main>"
-    )
-    assert html_to_text(page)[1].split("\n\n") == [
-        "The `iter` method and `Vec<T>` and nothing.",
-        "let v = vec![1];",
-        "A broken",
-        "span here.",
-    ]
-    assert parse_html(page, mark_code=False)[1].startswith("The iter method and Vec<T> and nothing.")
 
 
 def test_html_wrapper_named_like_a_menu_keeps_the_main_region() -> None:

@@ -107,7 +107,7 @@ def starts_like_sentence(sentence: str) -> bool:
     if not s:
         return False
     first = s[0]
-    if has_cjk(first) or first.isupper() or first == "`":  # "`iter` returns …": an identifier marked as code
+    if has_cjk(first) or first.isupper():
         return True
     return bool(_IDENTIFIER.match(s))
 
@@ -130,7 +130,7 @@ def balanced(sentence: str) -> bool:
         return False
     if sentence.count("“") != sentence.count("”"):
         return False
-    return sentence.count('"') % 2 == 0 and sentence.count("`") % 2 == 0
+    return sentence.count('"') % 2 == 0
 
 
 def is_whole(sentence: str) -> bool:
@@ -254,13 +254,6 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
         "a pointer to a listing, figure or table",
         re.compile(r"\b(?:Listing|Figure|Fig\.|Table)\s+\d+(?:[-.]\d+)*\b(?![^()]*\))"),
     ),
-    # "`...args` <any> Optional arguments to pass …": an API parameter's entry (name, type, what it is)
-    ("a parameter's entry, not a claim", re.compile(r"^`[^`]+`\s*<[\w\[\].|<> ]+>")),
-    # "Is `true` if it is safe to call …", "Are evaluated at least once …": a description whose subject (a heading,
-    # a list's term) was left behind
-    ("a description without its subject", re.compile(r"^(?:Is|Are)\s+(?!.*\?$)")),
-    # "For simplicity, we'll implement …", "As an example, let's study …": the author walking through an example
-    ("the author speaking, not a claim", re.compile(r"\b[Ww]e(?:'|’)(?:ll|re|ve|d)\b|\b[Ll]et(?:'|’)s\b")),
     # "Let X be the expression in the WHERE clause …": a variable defined for an argument, not a claim
     ("a definition for an argument, not a claim", re.compile(r"^Let\s+\S+\s+(?:and\s+\S+\s+)?be\b")),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
@@ -285,8 +278,7 @@ def claim_problem(sentence: str) -> str | None:
         return "a question, not a claim"
     if s.endswith((":", ";")):
         return "introduces a list or is code"
-    # "(R2 = 0.46, P < .001)" is a finding's statistics, not code; a backticked identifier is a name in prose
-    prose = _STATISTICS.sub("", s).replace("`", "")
+    prose = _STATISTICS.sub("", s)  # "(R2 = 0.46, P < .001)" is a finding's statistics, not code
     if _CODE.search(s) or len(_SYMBOLS.findall(prose)) > max(3, len(prose) // 25):
         return "code or syntax"
     for reason, pattern in _NOT_A_CLAIM:
@@ -420,6 +412,12 @@ _REFERS_BACK_INSIDE = re.compile(
 _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
 _SUBJECT_POSSESSIVE = re.compile(r"^(?:The|A|An)\s+(?:[a-z\-]+\s+){0,3}(?:of|in|on|for|from|with)\s+(?:its|their)\b")
+# A variable of a worked example: a letter or two and a digit ("The string s3 will contain …", "ownership of v1").
+_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-.])[a-z]{1,2}\d(?![\w\-.])")
+# … or a capital letter after "a"/"an" ("If the right operand is an integer value N, then …"), as after "the" above
+_ARTICLE_VARIABLE = re.compile(r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])")
+# "also" in a condition: something else failed or happened before ("An error is only reported if xRead() also fails.")
+_ALSO_IN_CONDITION = re.compile(r"\b(?:if|when|unless|until)\s+(?:\S+\s+){1,3}also\s+(?-i:[a-z]+s)\b", re.IGNORECASE)
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
 # "Because an SQLite database is a single file, it is often used …": the antecedent opens the sentence.
@@ -623,6 +621,10 @@ def standalone_problem(sentence: str) -> str | None:
         return "refers to something the source named before"
     if _SUBJECT_POSSESSIVE.match(sentence):
         return "a possessive in the subject with nothing to point to"
+    if _EXAMPLE_VARIABLE.search(sentence) or _ARTICLE_VARIABLE.search(sentence):
+        return "a variable of an example the source set up before"
+    if _ALSO_IN_CONDITION.search(sentence):
+        return "a condition on something the source named before (also …)"
     if _EMPTY_QUOTES.search(sentence):
         return "a name is missing (empty quotes)"
     if _METHOD.search(sentence):

@@ -83,7 +83,7 @@ def _fit(claim: str) -> str | None:
 
 # A code identifier names something as a capitalized word does (API documentation names things so): a dotted name
 # (`module.exports`), a call (`stream.read(`), snake_case, camelCase, a quoted key (`"exports"`).
-_IDENTIFIER = re.compile(r"\w\.\w|\w\(|\b\w+_\w+\b|[\"'][\w.\-/]+[\"']|\b[A-Z]?[a-z]+[A-Z]\w*|`[^`\s][^`]*`")
+_IDENTIFIER = re.compile(r"\w\.\w|\w\(|\b\w+_\w+\b|[\"'][\w.\-/]+[\"']|\b[A-Z]?[a-z]+[A-Z]\w*")
 
 
 def _has_name_or_number(sentence: str) -> tuple[bool, bool]:

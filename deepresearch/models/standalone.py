@@ -55,7 +55,7 @@ _STUDY = re.compile(
     r"cells|respectively|baseline|measured|determined|compared)\b",
     re.I,
 )
-_NAME = re.compile(r"^[A-Z][\w'’\-]*|^\d|^`[^`\s]")  # a capitalized word, a number, an identifier marked as code
+_NAME = re.compile(r"^[A-Z][\w'’\-]*|^\d")
 FEATURE_NAMES = (
     "pronoun_open", "the_common_open", "connector_open", "name_open", "subject_named", "title_share",
     "title_open", "first_sentence", "position", "digits", "log_words", "study_words", "title_similarity",

@@ -271,13 +271,10 @@ class _MainTextParser(HTMLParser):
 
     Elements dropped on a class/id/role guess stop at the page's main region: a wrapper whose
     class happens to read like a menu ("menu-container", "content-with-sidebar") would otherwise
-    take the whole page with it. An inline `<code>` span (not one inside `<pre>`) is kept in backticks, as
-    Markdown writes it, so an identifier in prose stays one ("the `expect` method")."""
+    take the whole page with it."""
 
-    def __init__(self, mark_code: bool = True) -> None:
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.mark_code = mark_code
-        self.code_marks: list[tuple[int, list, int]] = []  # (stack depth, block, text length) of each open mark
         # (tag, skip kind, guess depth to restore when a main region closes else None, is a link)
         self.stack: list[tuple[str, int, int | None, bool]] = []
         self.heading_depth = 0
@@ -322,8 +319,6 @@ class _MainTextParser(HTMLParser):
         if tag in ("main", "article"):
             self.main_depth += 1
             self.saw_main |= tag == "main" and not self.skip_depth
-        if tag == "code":
-            self._open_code_mark()
         self.link_depth += link
         self.heading_depth += tag in _HEADING_TAGS
         if tag == "h1":
@@ -348,30 +343,10 @@ class _MainTextParser(HTMLParser):
             self.heading_depth -= open_tag in _HEADING_TAGS
             if open_tag == "h1":
                 self.in_h1 = False
-            if self.code_marks and self.code_marks[-1][0] == len(self.stack):
-                self._close_code_mark()
             if open_tag == tag:
                 break
         if tag in _BLOCK_TAGS:
             self._new_block()
-
-    def _open_code_mark(self) -> None:
-        """A backtick before an inline code span that is kept (not in `<pre>`, not dropped)."""
-        if self.mark_code and not (self.skip_depth or self.guess_depth) and all(t[0] != "pre" for t in self.stack):
-            self.blocks[-1][0] += "`"
-            self.code_marks.append((len(self.stack) - 1, self.blocks[-1], len(self.blocks[-1][0])))
-
-    def _close_code_mark(self) -> None:
-        """The closing backtick, around the span's words (its spaces outside); an empty span, or one a block broke
-        (its text went on in another block), loses its mark."""
-        _, block, length = self.code_marks.pop()
-        if block is not self.blocks[-1]:
-            block[0] = block[0][: length - 1] + block[0][length:]
-            return
-        inner = block[0][length:]
-        words = inner.strip()
-        lead, trail = inner[: len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()) :]
-        block[0] = block[0][: length - 1] + (f"{lead}`{words}`{trail}" if words else inner)
 
     def handle_data(self, data: str) -> None:
         if self.in_title:
@@ -388,16 +363,14 @@ class _MainTextParser(HTMLParser):
 
 
 def html_to_text(html: str) -> tuple[str, str]:
-    """(title, main text) of an HTML page: nav/header/footer/aside/scripts and link lists dropped, inline code in
-    backticks."""
+    """(title, main text) of an HTML page: nav/header/footer/aside/scripts and link lists dropped."""
     title, text, _ = parse_html(html)
     return title, text
 
 
-def parse_html(html: str, mark_code: bool = True) -> tuple[str, str, bool]:
-    """(title, main text, whether the page asks not to be indexed) of an HTML page; `mark_code` keeps inline
-    `<code>` spans in backticks."""
-    parser = _MainTextParser(mark_code)
+def parse_html(html: str) -> tuple[str, str, bool]:
+    """(title, main text, whether the page asks not to be indexed) of an HTML page."""
+    parser = _MainTextParser()
     parser.feed(html)
     parser.close()
     blocks = [(re.sub(r"\s+", " ", text).strip(), links, in_main) for text, links, in_main in parser.blocks]
