@@ -14,7 +14,9 @@ part (the same, before the rules written from blind3's failures ran on it) and a
 (session 14: labeled and committed before any of that session's code ran on it; its paragraphs
 come from MuSiQue, `--musique`, instead of HotpotQA) and a blind6 part (session 15: the same, with the
 Node.js API documentation, `--node-doc`, for its documentation set) and a blind7 part (session 16: the same,
-with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set):
+with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set) and a blind8 part (session 17:
+the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
+set):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -78,13 +80,14 @@ HOTPOT_QUESTIONS = {
     "blind3": range(50, 54),
     "blind4": range(70, 74),
     "blind7": range(80, 86),
+    "blind8": range(93, 99),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
-    "blind7": 2,
+    "blind7": 2, "blind8": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
-MUSIQUE_QUESTIONS = {"blind5": range(10, 14), "blind6": range(14, 18)}
+MUSIQUE_QUESTIONS = {"blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22)}
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
 NODE_PAGES = {
@@ -102,6 +105,7 @@ SCIFACT_START = {
     "blind5": 0.875,
     "blind6": 0.9375,
     "blind7": 0.8125,
+    "blind8": 0.4375,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -118,8 +122,28 @@ RUST_PAGES = {
         "ch20-01-unsafe-rust.html",
     ]
 }
-# Splits added after the file was first written: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7",)
+# session 17's blind8 takes its documentation from a fourth set: the Cargo book (mdBook HTML, installed by rustup
+# next to the Rust book, `--cargo-book`), one chunk a third of the way into each page.
+CARGO_PAGES = {
+    "blind8": [
+        "guide/build-performance.html",
+        "guide/cargo-home.html",
+        "guide/cargo-toml-vs-cargo-lock.html",
+        "guide/continuous-integration.html",
+        "reference/build-cache.html",
+        "reference/build-scripts.html",
+        "reference/cargo-targets.html",
+        "reference/features.html",
+        "reference/profiles.html",
+        "reference/publishing.html",
+        "reference/resolver.html",
+        "reference/semver.html",
+        "reference/specifying-dependencies.html",
+        "reference/workspaces.html",
+    ]
+}
+# Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
+LATER_SPLITS = ("blind7", "blind8")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -170,7 +194,8 @@ def _doc_chunks(folder: Path, pages: dict[str, list[str]], corpus: str, prefix: 
             title, text = read_html_file(folder / page)
             chunks = chunk_text(text, 180, 30)
             for i in picks(split, page, chunks):
-                out.append(_source(f"{prefix}-{page[:-5]}-c{i}", corpus, split, title, chunks[i], url=page))
+                sid = f"{prefix}-{page[:-5].replace('/', '-')}-c{i}"
+                out.append(_source(sid, corpus, split, title, chunks[i], url=page))
     return out
 
 
@@ -198,6 +223,11 @@ def _rust(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, RUST_PAGES, "rustbook", "rust", lambda split, page, chunks: [len(chunks) // 3])
 
 
+def _cargo(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per Cargo book page, a third of the way in."""
+    return _doc_chunks(folder, CARGO_PAGES, "cargobook", "cargo", lambda split, page, chunks: [len(chunks) // 3])
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
@@ -205,6 +235,8 @@ def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str =
         url = f"file:///usr/share/doc/nodejs/api/{url}"
     elif corpus == "rustbook":
         url = f"https://doc.rust-lang.org/book/{url}"
+    elif corpus == "cargobook":
+        url = f"https://doc.rust-lang.org/cargo/{url}"
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
@@ -294,6 +326,7 @@ def main() -> None:
     parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
     parser.add_argument("--node-doc", type=Path, help="folder of the Node.js API HTML pages (blind6's documentation)")
     parser.add_argument("--rust-book", type=Path, help="folder of the Rust book's HTML chapters (blind7's docs)")
+    parser.add_argument("--cargo-book", type=Path, help="folder of the Cargo book's HTML pages (blind8's docs)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
@@ -301,7 +334,9 @@ def main() -> None:
         sources += _musique(args.musique) if args.musique else []
         sources += _node(args.node_doc) if args.node_doc else []
         sources += _rust(args.rust_book) if args.rust_book else []
-        sources.sort(key=lambda s: s["split"] in LATER_SPLITS)  # stable: the older sources keep their order
+        sources += _cargo(args.cargo_book) if args.cargo_book else []
+        # stable: the older sources keep their order, each later split after the ones before it
+        sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)
     else:  # re-use the shipped sources (e.g. to add the new extraction's outputs)
         sources = load_jsonl(SOURCES)

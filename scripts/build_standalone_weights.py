@@ -10,7 +10,7 @@ check is shown — with their source's passage and title; target: stands alone, 
 complete. The check runs after the
 rules, so it is measured on the *pool*: the candidates the rules and the fallback's name-or-number
 filter pass (`extract.fallback_facts` without its limit), matched to their labels. `--loso`
-prints, for each split, a model fitted on the other splits (never on `--exclude`, blind7 by
+prints, for each split, a model fitted on the other splits (never on `--exclude`, blind8 by
 default) scored on that split's pool: precision (good share of what it keeps) and recall (good
 kept over good in the pool) at each threshold. `--write` fits on every split but the excluded
 ones and writes models/data/standalone_weights.json with `--threshold`, and the category classifier's
@@ -49,8 +49,9 @@ TRAIN_ON = "whole"
 # NO_TITLE_POOL=1 measures the pool without titles; TITLE_DROPOUT=0 fits on the titled rows only.
 NO_TITLE_POOL = bool(int(__import__("os").environ.get("NO_TITLE_POOL", "0")))
 TITLE_DROPOUT = bool(int(__import__("os").environ.get("TITLE_DROPOUT", "1")))
-# blind7: labeled blind in session 16, never trained on (blind6, session 15's blind split, joined once measured)
-EXCLUDED = ("blind7",)
+# blind8: labeled blind in session 17, never trained on (blind6 and blind7, sessions 15's and 16's blind splits,
+# joined once measured)
+EXCLUDED = ("blind8",)
 
 
 def labeled_rows(sources: dict[str, Any], labels: list[dict[str, Any]], which: str = "labeled") -> list[dict[str, Any]]:
@@ -196,7 +197,7 @@ def judge(pool: list[dict[str, Any]], splits: list[str], model_name: str, sample
 def write(model: standalone.StandaloneModel, splits: list[str], rows: int, train_on: str) -> None:
     """The shipped file: what it was fitted on, and the model."""
     data = {
-        "about": "scripts/build_standalone_weights.py; docs/BENCHMARKS.md, sessions 14 to 16",
+        "about": "scripts/build_standalone_weights.py; docs/BENCHMARKS.md, sessions 14 to 17",
         "trained_on": splits, "rows": rows, "train_on": train_on, "c": C, "features": list(standalone.FEATURE_NAMES),
         **{k: getattr(model, k) for k in ("model_id", "threshold", "bias", "mean", "scale", "weights")},
     }  # fmt: skip
@@ -208,8 +209,9 @@ CATEGORY_EXAMPLES_ABOUT = (
     "Labeled example claims for the category classifier (models/categorize.py), each with its source's title: every "
     "claim of tests/data/extraction_labels.jsonl with its hand-given category, but those of the splits never trained "
     "on (the newest blind split, measured on) — SciFact abstracts, HotpotQA and MuSiQue paragraphs, SQLite and "
-    "Node.js documentation (CC BY, CC BY-SA, public domain, MIT). Written by scripts/build_standalone_weights.py "
-    "--write (docs/BENCHMARKS.md, sessions 15 and 16); tests/test_extract.py checks that this list is exactly those "
+    "Node.js documentation, the Rust book (CC BY, CC BY-SA, public domain, MIT, Apache-2.0). Written by "
+    "scripts/build_standalone_weights.py --write (docs/BENCHMARKS.md, sessions 15 to 17); tests/test_extract.py "
+    "checks that this list is exactly those "
     "claims."
 )
 

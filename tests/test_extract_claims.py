@@ -295,3 +295,40 @@ def test_fourth_round_claims_are_kept():
         "Lettuce leaves can be stored for 10 days at 4 degrees.",  # "Let…" is not "Let X be"
     ):
         assert passage_claims(sentence) == [sentence]
+
+
+# Session 17: blind7's kinds, written from the older splits' failures (a listing pointer, a possessive in the subject).
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # a pointer to a listing, figure or table of the document is not a claim
+        "An attempt might look something like Listing 20-5, which won't compile.",
+        "Listing 8-17 adds the letter l to a String using the push method.",
+        "The query plan for this statement is shown as Figure 3 in the original paper by Smith.",
+        # a possessive inside the subject has nothing before it to point to
+        "The westernmost areas of its metro area is the westernmost point of Continental Europe.",
+        "The size of their cache was 2 MB in the 2019 release of Redis.",
+        # a worked example's variable (a letter or two and a digit; a capital after "a"/"an", as after "the")
+        "The string s3 will contain Hello, world! after the call to push_str.",
+        "If the right operand is an integer value N, then it is interpreted as the JSON path '$[N]'.",
+        # "also" in a condition: something else named before failed or happened
+        "An error is only reported if xRead() also fails.",
+    ],
+)
+def test_fifth_round_pointers_and_subject_possessives_are_not_stored(sentence):
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+def test_fifth_round_claims_are_kept():
+    for sentence in (
+        # a table cited in brackets after a claim is the claim's source, not a pointer
+        "Low-dose stimulants may improve attention in the short term in 12 trials (Table 1).",
+        # a possessive after its antecedent, or after the verb
+        "The temporary files of the TEMP database and its rollback journal are created only when needed by SQLite.",
+        "Botswana adopted its new name after becoming independent within the Commonwealth on 30 September 1966.",
+        "The Table Mountain cableway opened in 1929 in Cape Town.",  # "Table" with no number
+        "The p53 gene is mutated in about half of all human cancers, and H2O2 damages DNA.",  # not variables
+        "A T-cell response to the vaccine was seen in 80% of adults in the 2012 Lancet trial.",  # a hyphenated name
+        "Node.js 20 also notifies the watcher when the file changes on disk.",  # "also" outside a condition
+    ):
+        assert passage_claims(sentence) == [sentence]

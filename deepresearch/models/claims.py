@@ -248,6 +248,12 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     ),
     # "To compare the effects of oral semaglutide with placebo …": an objective, not a finding
     ("an objective, not a claim", re.compile(r"^To [a-z]+\b(?!.*\b(?:is|are|was|were|has|have|had|can|will|must)\b)")),
+    # "Listing 8-17 adds the letter l …", "An attempt might look something like Listing 20-5, which won't compile.":
+    # a pointer to a listing, figure or table of the document (not one in brackets after a claim: "… ( Table 1).")
+    (
+        "a pointer to a listing, figure or table",
+        re.compile(r"\b(?:Listing|Figure|Fig\.|Table)\s+\d+(?:[-.]\d+)*\b(?![^()]*\))"),
+    ),
     # "Let X be the expression in the WHERE clause …": a variable defined for an argument, not a claim
     ("a definition for an argument, not a claim", re.compile(r"^Let\s+\S+\s+(?:and\s+\S+\s+)?be\b")),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
@@ -404,6 +410,14 @@ _REFERS_BACK_INSIDE = re.compile(
 )
 # An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").
 _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
+# A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
+_SUBJECT_POSSESSIVE = re.compile(r"^(?:The|A|An)\s+(?:[a-z\-]+\s+){0,3}(?:of|in|on|for|from|with)\s+(?:its|their)\b")
+# A variable of a worked example: a letter or two and a digit ("The string s3 will contain …", "ownership of v1").
+_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-.])[a-z]{1,2}\d(?![\w\-.])")
+# … or a capital letter after "a"/"an" ("If the right operand is an integer value N, then …"), as after "the" above
+_ARTICLE_VARIABLE = re.compile(r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])")
+# "also" in a condition: something else failed or happened before ("An error is only reported if xRead() also fails.")
+_ALSO_IN_CONDITION = re.compile(r"\b(?:if|when|unless|until)\s+(?:\S+\s+){1,3}also\s+(?-i:[a-z]+s)\b", re.IGNORECASE)
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
 # "Because an SQLite database is a single file, it is often used …": the antecedent opens the sentence.
@@ -605,6 +619,12 @@ def standalone_problem(sentence: str) -> str | None:
         return "refers to the sentence before"
     if _REFERS_BACK_INSIDE.search(sentence):
         return "refers to something the source named before"
+    if _SUBJECT_POSSESSIVE.match(sentence):
+        return "a possessive in the subject with nothing to point to"
+    if _EXAMPLE_VARIABLE.search(sentence) or _ARTICLE_VARIABLE.search(sentence):
+        return "a variable of an example the source set up before"
+    if _ALSO_IN_CONDITION.search(sentence):
+        return "a condition on something the source named before (also …)"
     if _EMPTY_QUOTES.search(sentence):
         return "a name is missing (empty quotes)"
     if _METHOD.search(sentence):
