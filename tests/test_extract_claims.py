@@ -329,6 +329,8 @@ def test_fifth_round_claims_are_kept():
         "The Table Mountain cableway opened in 1929 in Cape Town.",  # "Table" with no number
         "The p53 gene is mutated in about half of all human cancers, and H2O2 damages DNA.",  # not variables
         "A T-cell response to the vaccine was seen in 80% of adults in the 2012 Lancet trial.",  # a hyphenated name
+        "A subset of T cells with a G protein coupled receptor grew in the 2014 Nature study.",  # names, not variables
+        "Obesity was defined as a BMI of at least 30 kg/m2 in the 2010 NHANES survey.",  # a unit, not a variable
         "Node.js 20 also notifies the watcher when the file changes on disk.",  # "also" outside a condition
     ):
         assert passage_claims(sentence) == [sentence]

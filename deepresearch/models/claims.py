@@ -413,9 +413,12 @@ _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
 _SUBJECT_POSSESSIVE = re.compile(r"^(?:The|A|An)\s+(?:[a-z\-]+\s+){0,3}(?:of|in|on|for|from|with)\s+(?:its|their)\b")
 # A variable of a worked example: a letter or two and a digit ("The string s3 will contain …", "ownership of v1").
-_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-.])[a-z]{1,2}\d(?![\w\-.])")
+_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-./])(?!(?:[ckm]?m|km)\d)[a-z]{1,2}\d(?![\w\-.])")  # not kg/m2, 25 cm2
 # … or a capital letter after "a"/"an" ("If the right operand is an integer value N, then …"), as after "the" above
-_ARTICLE_VARIABLE = re.compile(r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])")
+# (then a clause or a stop: "a T cell", "a G protein", "a vitamin D level" name things)
+_ARTICLE_VARIABLE = re.compile(
+    r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])(?=\s*(?:[,;:)]|$)|\s+(?:is|are|was|were|be|then)\b)"
+)
 # "also" in a condition: something else failed or happened before ("An error is only reported if xRead() also fails.")
 _ALSO_IN_CONDITION = re.compile(r"\b(?:if|when|unless|until)\s+(?:\S+\s+){1,3}also\s+(?-i:[a-z]+s)\b", re.IGNORECASE)
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
