@@ -102,8 +102,14 @@ def test_yes_no_is_accepted_only_for_a_yes_no_question(workspace, fake_embedder)
     assert check_reading({"answer": "No.", "sources": ["S1"]}, state, evidence)["text"] == "No"  # type: ignore[index]
 
 
-def test_an_either_or_answer_must_be_one_of_the_options():
-    question = "Which was founded first, Alma Records or Bruno Music?"
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which was founded first, Alma Records or Bruno Music?",
+        "Which label was founded first Alma Records or Bruno Music?",
+    ],
+)
+def test_an_either_or_answer_must_be_one_of_the_options(question):
     state = ResearchState("r", question, RunOptions())
     text = "Alma Records was founded in 1950. Bruno Music was founded in 1961."
     state.sources = [Source("S1", "file:///a", "Alma Records", text, question, 0)]
@@ -122,16 +128,6 @@ def test_an_either_or_question_the_years_do_not_decide_abstains_without_asking_t
     assert model is not None and model.prompts("answer research") == []
     assert result.short_answer is None and result.report_stats["answer_method"] == "abstained"
     assert ABSTAIN_NOTE in _answer_section(result.report)
-
-
-def test_an_either_or_question_without_a_comma_checks_its_options_too():
-    question = "Which label was founded first Alma Records or Bruno Music?"
-    state = ResearchState("r", question, RunOptions())
-    text = "Alma Records was founded in 1950. Bruno Music was founded in 1961."
-    state.sources = [Source("S1", "file:///a", "Alma Records", text, question, 0)]
-    evidence = [("S1", "S1", "Alma Records", text)]
-    assert check_reading({"answer": "Alma Records", "sources": ["S1"]}, state, evidence)["text"] == "Alma Records"  # type: ignore[index]
-    assert check_reading({"answer": "1950", "sources": ["S1"]}, state, evidence) is None
 
 
 def test_a_name_read_shorter_than_the_evidence_writes_it_is_taken_whole():
