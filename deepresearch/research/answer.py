@@ -326,7 +326,8 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
     """For "…, A or B?" asking which came first or later: the option whose passage's earliest year
     fits. None when the question compares anything else ("larger", "more popular") or the years do
-    not decide: the reader reads it, or the run abstains (the first option was right 1 time in 4)."""
+    not decide: the run abstains (reader.READ_OPTIONS; the first option, printed before, was right
+    1 time in 4)."""
     options = choice_options(state.topic)
     sources = [state.source_by_sid()[sid] for sid in passages]
     found = [(o, _passage_of(o, sources)) for o in options]
