@@ -127,7 +127,8 @@ def test_an_either_or_question_is_decided_by_the_passages_years_only_when_it_ask
 
     assert chosen("Which label was founded first, Bruno Music or Alma Records?") == "Alma Records"
     assert chosen("Which label was founded later, Alma Records or Bruno Music?") == "Bruno Music"
-    # Anything but first or later the years do not decide: no answer by rank (the reader reads it).
+    assert chosen("Which label was founded more recently, Alma Records or Bruno Music?") == "Bruno Music"
+    # Anything but first or later the years do not decide: no answer by rank (the run abstains).
     assert chosen("Which label is larger, Alma Records or Bruno Music?") is None
     texts["Bruno Music"] = "Bruno Music was founded in 1950 too."
     assert chosen("Which label was founded first, Alma Records or Bruno Music?") is None

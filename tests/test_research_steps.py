@@ -88,6 +88,11 @@ def test_either_or_questions_are_found_without_a_comma_and_after_between():
     ]
     # No comparison, or no name on a side: not an either-or question.
     assert choice_options("Who was the first president of Germany or Austria?") == []
+    assert choice_options("Who was the first President of the United States or the Confederacy?") == []
+    assert choice_options("Which was the first Beatles album released in the US or UK?") == []
+    assert choice_options("Between 1990 and 2000, who was the president of the USA?") == []
+    assert choice_options("Between the World Wars and the Cold War, who led France?") == []
+    assert choice_options("Between Simon and Garfunkel and the Beatles, which act formed first?") == []  # which "and"?
     assert choice_options("Who directed the film that was shot in or around Leland, North Carolina in 1986") == []
     assert choice_options("What team won 2 or 3 titles first?") == []
     assert choice_options("Who wrote 1984 or Animal Farm first?") == []

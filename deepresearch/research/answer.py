@@ -50,8 +50,8 @@ _NOT_PERSON = {
     ).split()
 }
 _PLACE_CUE = re.compile(r"\b(in|at|from|near|to|outside|across|of)\s+(?:the\s+)?$", re.I)
-_EARLIER = re.compile(r"\b(first|earlier|older|oldest|before|earliest)\b", re.I)
-_LATER = re.compile(r"\b(later|last|younger|youngest|newer|more recent|latest|most recent)\b", re.I)
+_EARLIER = re.compile(r"\b(first|earlier|older|oldest|before|earliest|sooner)\b", re.I)
+_LATER = re.compile(r"\b(later|last|younger|youngest|newer|more recent|more recently|latest|most recent)\b", re.I)
 _YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
 
 
@@ -82,17 +82,18 @@ def question_type(question: str) -> str:
 
 def choice_options(question: str) -> list[str]:
     """The two named options of an either-or question (empty when there are none): "…, A or B?",
-    "Between A and B, which …?", and "… A or B?" with no comma in a comparison (first, older,
-    more, …), each option the run of capitalized words that ends its side ("Which band was
-    formed first The Exies or Circus Diablo?")."""
+    and, in a comparison (first, older, more, … — not "the first …"), "Between A and B, which …?"
+    and "… A or B?" with no comma, each option then the run of capitalized words that ends its
+    side ("Which band was formed first The Exies or Circus Diablo?")."""
     q = question.strip()
-    match = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", q) or re.match(
-        r"between\s+(?:the\s+)?([^,?]+?)\s+and\s+(?:the\s+)?([^,?]+?)\s*,", q, re.I
-    )
-    if match:
-        options = [match.group(1).strip(), match.group(2).strip()]
+    comma = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", q)
+    between = re.match(_BETWEEN, q, re.I)
+    if comma or (between and re.search(_COMPARATIVE, q)):
+        found = comma or between
+        assert found is not None
+        options = [found.group(1).strip(), found.group(2).strip()]
     elif (
-        q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose") and _COMPARES.search(q)
+        _COMPARES.search(q) and q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose")
     ):
         before, after = q.rstrip("? ").split(" or ")
         options = [_name_run(before, 1), _name_run(after, 0)]
@@ -101,11 +102,15 @@ def choice_options(question: str) -> list[str]:
     return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
 
 
-_COMPARES = re.compile(
-    r"\b(?i:first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest|bigger"
-    r"|smaller|longer|shorter|higher|taller|earliest|latest|recently|sooner|\w+er than)\b"
-    r"(?!\s+(?!the\b|an?\b)[a-z])"  # "formed first The Exies", not "the first president of"
+# "Between A and B, which/who …" (one "and" on each side: "Simon and Garfunkel and …" is not certain)
+_BETWEEN = (
+    r"between\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,\s*(?:which|who)\b"
 )
+_COMPARATIVE = (
+    r"(?<![Tt]he )\b(?i:first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest"
+    r"|bigger|smaller|longer|shorter|higher|taller|earliest|latest|newer|recently|sooner|\w+er than)\b"
+)  # not "the first President of …"
+_COMPARES = re.compile(_COMPARATIVE + r"(?!\s+(?!the\b|an?\b)[a-z])")  # "formed first The Exies", not "first president"
 _INNER_SMALL = frozenset("of the and de del la le von van der du da & for".split())
 
 

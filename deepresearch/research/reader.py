@@ -4,9 +4,11 @@ passages it rests on; the answer is kept only when the evidence states it.
 The reader sees the best passages of the run's pool (their best sentences, within a token
 budget, under short ids S1…S8) and returns `{"answer", "sources"}` through a JSON schema.
 Kept: a span the cited passages state (after SQuAD-style normalization; a span another
-retrieved passage states is cited from that one), yes/no for a yes/no question, one of the
-two options of an either-or question. Anything else is rejected, and so is a span made only
-of the question's own words. Without a kept reading (no model, or rejected) the scored
+retrieved passage states is cited from that one; a name read shorter than the evidence writes
+it, as the evidence writes it) with the shape the question asks for, yes/no for a yes/no
+question. Anything else is rejected, and so is a span made only of the question's own words.
+Yes/no and either-or questions are compared first; an either-or question the comparison does
+not decide is not read (READ_OPTIONS). Without a kept reading (no model, or rejected) the scored
 extractive candidate answers — only when it is confident; otherwise the run abstains and the
 report says the evidence does not state the answer directly.
 """
@@ -172,7 +174,7 @@ def longer_names(span: str, text: str) -> set[str]:
     if len(tokens) < 2 or not all(t[:1].isupper() for t in tokens):
         return set()
     gap = rf"(?:\s+[A-Z][\w.'’-]*){{0,{MAX_NAME_GAP}}}?\s+"
-    pattern = r"(?<![\w.])" + gap.join(re.escape(t) for t in tokens) + r"(?![\w])"
+    pattern = r"(?<![\w.])" + gap.join(re.escape(t) for t in tokens) + r"(?![\w\-])"  # not half of "Hall-Smith"
     return {m.group(0) for m in re.finditer(pattern, text) if len(m.group(0).split()) - len(tokens) <= MAX_NAME_GAP}
 
 
