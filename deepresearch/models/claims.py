@@ -252,7 +252,11 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     # a pointer to a listing, figure or table of the document (not one in brackets after a claim: "… ( Table 1).")
     (
         "a pointer to a listing, figure or table",
-        re.compile(r"\b(?:Listing|Figure|Fig\.|Table)\s+\d+(?:[-.]\d+)*\b(?![^()]*\))"),
+        # … not a name with a number ("Figure 8 is the fifth studio album …", "Table 19 is a 2017 film")
+        re.compile(
+            r"\b(?:Listing|Figure|Fig\.|Table)\s+\d+(?:[-.]\d+)*\b(?![^()]*\))"
+            r"(?!\s+(?:[A-Z]|(?:is|was|are|were)\s+(?:an?|the)\b))"
+        ),
     ),
     # "Let X be the expression in the WHERE clause …": a variable defined for an argument, not a claim
     ("a definition for an argument, not a claim", re.compile(r"^Let\s+\S+\s+(?:and\s+\S+\s+)?be\b")),
@@ -411,16 +415,27 @@ _REFERS_BACK_INSIDE = re.compile(
 # An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").
 _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
-_SUBJECT_POSSESSIVE = re.compile(r"^(?:The|A|An)\s+(?:[a-z\-]+\s+){0,3}(?:of|in|on|for|from|with)\s+(?:its|their)\b")
-# A variable of a worked example: a letter or two and a digit ("The string s3 will contain …", "ownership of v1").
-_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-./])(?!(?:[ckm]?m|km)\d)[a-z]{1,2}\d(?![\w\-.])")  # not kg/m2, 25 cm2
+# (not one that points forward: "The second largest city in its state, Dayton is …")
+_SUBJECT_POSSESSIVE = re.compile(
+    r"^(?:The|A|An)\s+(?:[a-z\-]+\s+){0,3}(?:of|in|on|for|from|with)\s+(?:its|their)\b(?![^,]*,\s+[A-Z])"
+)
+# A variable of a worked example: a letter and a digit ("The string s3 will contain …", "ownership of v1"); not a
+# unit (kg/m2, 25 cm2), a code after a name or a colon (APOE e4, Core i7, Google's v8, node:v8), nor vitamin b6.
+_EXAMPLE_VARIABLE = re.compile(
+    r"(?<![\w\-./:])(?<![A-Z]\w )(?<![A-Z]\w\w )(?<![A-Z]\w{3} )(?<![A-Z]\w{4} )"
+    r"(?<![A-Z]\w{5} )(?<![A-Z]\w{6} )(?<!vitamin )(?<!'s )[a-z]\d(?![\w\-.])"
+)
 # … or a capital letter after "a"/"an" ("If the right operand is an integer value N, then …"), as after "the" above
 # (then a clause or a stop: "a T cell", "a G protein", "a vitamin D level" name things)
 _ARTICLE_VARIABLE = re.compile(
-    r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])(?=\s*(?:[,;:)]|$)|\s+(?:is|are|was|were|be|then)\b)"
+    r"\b(?i:an?)\s+(?:[a-z]+\s+){0,2}[BD-HJ-Z]\b(?![.'’\-&])"
+    r"(?=\s*(?:,\s*(?:then|so|which|where)\b|[;:)]|$)|\s+(?:is|are|was|were|be|then)\b)"  # not "a hepatitis B, C …"
 )
 # "also" in a condition: something else failed or happened before ("An error is only reported if xRead() also fails.")
-_ALSO_IN_CONDITION = re.compile(r"\b(?:if|when|unless|until)\s+(?:\S+\s+){1,3}also\s+(?-i:[a-z]+s)\b", re.IGNORECASE)
+_ALSO_IN_CONDITION = re.compile(
+    r"\b(?:if|when|unless|until)\s+(?:\S+\s+){1,3}also\s+(?!(?:is|was|has|does|its|this)\b)(?-i:[a-z]+s)\b",
+    re.IGNORECASE,
+)  # a verb, not "also was high", "also has a lib.rs"
 # A personal pronoun inside the sentence, or a main clause opening with one after a phrase.
 _INNER_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|they|them|their)\b|,\s+(?:it|its)\s", re.IGNORECASE)
 # "Because an SQLite database is a single file, it is often used …": the antecedent opens the sentence.
