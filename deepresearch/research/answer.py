@@ -329,7 +329,7 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
 
 
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
-    """For "…, A or B?" asking which came first or later: the option whose passage's earliest year
+    """For "…, A or B?" asking which came first or later: the option whose passage's first-stated year
     fits. None when the question compares anything else ("larger", "more popular") or the years do
     not decide: the run abstains (reader.READ_OPTIONS; the first option, printed before, was right
     1 time in 4)."""
