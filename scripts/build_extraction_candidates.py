@@ -16,7 +16,7 @@ come from MuSiQue, `--musique`, instead of HotpotQA) and a blind6 part (session 
 Node.js API documentation, `--node-doc`, for its documentation set) and a blind7 part (session 16: the same,
 with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set) and a blind8 part (session 17:
 the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
-set):
+set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -81,13 +81,16 @@ HOTPOT_QUESTIONS = {
     "blind4": range(70, 74),
     "blind7": range(80, 86),
     "blind8": range(93, 99),
+    "blind9": range(25, 30),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
-    "blind7": 2, "blind8": 3,
+    "blind7": 2, "blind8": 3, "blind9": 2,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
-MUSIQUE_QUESTIONS = {"blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22)}
+MUSIQUE_QUESTIONS = {
+    "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26)
+}  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
 NODE_PAGES = {
@@ -106,6 +109,7 @@ SCIFACT_START = {
     "blind6": 0.9375,
     "blind7": 0.8125,
     "blind8": 0.4375,
+    "blind9": 0.5625,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -142,8 +146,24 @@ CARGO_PAGES = {
         "reference/workspaces.html",
     ]
 }
+# session 17's second round, blind9, takes its documentation from a fifth set: the rustc book (mdBook HTML, installed
+# by rustup next to the Rust and Cargo books, `--rustc-book`), one chunk a third of the way into each page.
+RUSTC_PAGES = {
+    "blind9": [
+        "what-is-rustc.html",
+        "exploit-mitigations.html",
+        "instrument-coverage.html",
+        "jobserver.html",
+        "linker-plugin-lto.html",
+        "profile-guided-optimization.html",
+        "target-tier-policy.html",
+        "lints/levels.html",
+        "symbol-mangling/index.html",
+        "tests/index.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8")
+LATER_SPLITS = ("blind7", "blind8", "blind9")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -228,6 +248,11 @@ def _cargo(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, CARGO_PAGES, "cargobook", "cargo", lambda split, page, chunks: [len(chunks) // 3])
 
 
+def _rustc(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per rustc book page, a third of the way in."""
+    return _doc_chunks(folder, RUSTC_PAGES, "rustcbook", "rustc", lambda split, page, chunks: [len(chunks) // 3])
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
@@ -237,6 +262,8 @@ def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str =
         url = f"https://doc.rust-lang.org/book/{url}"
     elif corpus == "cargobook":
         url = f"https://doc.rust-lang.org/cargo/{url}"
+    elif corpus == "rustcbook":
+        url = f"https://doc.rust-lang.org/rustc/{url}"
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
@@ -327,6 +354,7 @@ def main() -> None:
     parser.add_argument("--node-doc", type=Path, help="folder of the Node.js API HTML pages (blind6's documentation)")
     parser.add_argument("--rust-book", type=Path, help="folder of the Rust book's HTML chapters (blind7's docs)")
     parser.add_argument("--cargo-book", type=Path, help="folder of the Cargo book's HTML pages (blind8's docs)")
+    parser.add_argument("--rustc-book", type=Path, help="folder of the rustc book's HTML pages (blind9's docs)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
@@ -335,6 +363,7 @@ def main() -> None:
         sources += _node(args.node_doc) if args.node_doc else []
         sources += _rust(args.rust_book) if args.rust_book else []
         sources += _cargo(args.cargo_book) if args.cargo_book else []
+        sources += _rustc(args.rustc_book) if args.rustc_book else []
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)

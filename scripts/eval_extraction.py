@@ -10,13 +10,14 @@ chunks — each
 labeled by hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
-read in a later session (heldout, fresh, blind2, blind4, blind5, blind6, blind7) and blind8 (43 sources, the Cargo
-book's pages among them), labeled and committed in session 17 before any of that session's code ran on it.
+read in a later session (heldout, fresh, blind2, blind4, blind5, blind6, blind7, blind8: 43 sources, the Cargo
+book's pages among them) and blind9 (32 sources, the rustc book's pages among them), labeled and committed in
+session 17's second round before any of that round's code ran on it.
 For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
 each split's sources extracted with a stands-alone check (models/standalone.py) and a category classifier
-fitted without that split's labels, blind8's being the shipped ones: `loso_categorizers`)
+fitted without that split's labels, blind9's being the shipped ones: `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -51,9 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
 # "main": the extraction as merged at the end of session 16 (blind6 in training, rule I, the release cue; session
-# 16's figures used 7bb4e97; d81bb01 is main at the start of session 17), run from this commit's package in a
+# 16's figures used 7bb4e97; d81bb01 was main at the start of session 17, edc8c02 at its second round on issue 25:
+# blind7 in training and session 17's first-round rules), run from this commit's package in a
 # subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "d81bb01"
+MAIN_COMMIT = "edc8c02"
 EXTRACTORS = ("baseline", "main", "new")
 
 
@@ -126,7 +128,7 @@ def split_examples(
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split, a categorizer (category classifier and stands-alone model, models/standalone.py) fitted
     on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
-    the excluded split (blind8: its are the shipped ones): so each split is scored by models not trained on it."""
+    the excluded split (blind9: its are the shipped ones): so each split is scored by models not trained on it."""
     import build_standalone_weights as bsw
 
     from deepresearch.models import standalone

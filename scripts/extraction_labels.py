@@ -32,7 +32,10 @@ FLAGS = ("standalone", "claim", "complete")
 # the Rust book's chapters).
 # blind8: session 17, labeled and committed before any of that session's code ran on it (SciFact, HotpotQA and
 # MuSiQue paragraphs, the Cargo book's pages); larger than blind7 so one fact moves its shares less.
-SPLITS = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8")
+# blind9: session 17's second round, the same (SciFact, HotpotQA and MuSiQue paragraphs, the rustc book's pages).
+SPLITS = (
+    "dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8", "blind9"
+)  # fmt: skip
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
