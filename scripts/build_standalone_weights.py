@@ -209,7 +209,7 @@ CATEGORY_EXAMPLES_ABOUT = (
     "Labeled example claims for the category classifier (models/categorize.py), each with its source's title: every "
     "claim of tests/data/extraction_labels.jsonl with its hand-given category, but those of the splits never trained "
     "on (the newest blind split, measured on) — SciFact abstracts, HotpotQA and MuSiQue paragraphs, SQLite and "
-    "Node.js documentation, the Rust book (CC BY, CC BY-SA, public domain, MIT, Apache-2.0). Written by "
+    "Node.js documentation, the Rust and Cargo books (CC BY, CC BY-SA, public domain, MIT, Apache-2.0). Written by "
     "scripts/build_standalone_weights.py --write (docs/BENCHMARKS.md, sessions 15 to 17); tests/test_extract.py "
     "checks that this list is exactly those "
     "claims."
