@@ -421,10 +421,15 @@ _SUBJECT_POSSESSIVE = re.compile(
 )
 # A variable of a worked example: a letter and a digit ("The string s3 will contain …", "ownership of v1"); not a
 # unit (kg/m2, 25 cm2), a code after a name or a colon (APOE e4, Core i7, Google's v8, node:v8), nor vitamin b6.
-_EXAMPLE_VARIABLE = re.compile(
-    r"(?<![\w\-./:])(?<![A-Z]\w )(?<![A-Z]\w\w )(?<![A-Z]\w{3} )(?<![A-Z]\w{4} )"
-    r"(?<![A-Z]\w{5} )(?<![A-Z]\w{6} )(?<!vitamin )(?<!'s )[a-z]\d(?![\w\-.])"
-)
+_EXAMPLE_VARIABLE = re.compile(r"(?<![\w\-./:])[a-z]\d(?![\w\-.])")
+_CODE_OWNER = re.compile(r"(?:[A-Z]\w{1,6}|vitamin|'s) $")  # the word before a code, not a variable
+
+
+def _has_example_variable(sentence: str) -> bool:
+    """A letter and a digit standing alone that no name, "vitamin" or possessive owns."""
+    return any(not _CODE_OWNER.search(sentence[: m.start()]) for m in _EXAMPLE_VARIABLE.finditer(sentence))
+
+
 # … or a capital letter after "a"/"an" ("If the right operand is an integer value N, then …"), as after "the" above
 # (then a clause or a stop: "a T cell", "a G protein", "a vitamin D level" name things)
 _ARTICLE_VARIABLE = re.compile(
@@ -639,7 +644,7 @@ def standalone_problem(sentence: str) -> str | None:
         return "refers to something the source named before"
     if _SUBJECT_POSSESSIVE.match(sentence):
         return "a possessive in the subject with nothing to point to"
-    if _EXAMPLE_VARIABLE.search(sentence) or _ARTICLE_VARIABLE.search(sentence):
+    if _has_example_variable(sentence) or _ARTICLE_VARIABLE.search(sentence):
         return "a variable of an example the source set up before"
     if _ALSO_IN_CONDITION.search(sentence):
         return "a condition on something the source named before (also …)"

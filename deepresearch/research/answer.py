@@ -87,10 +87,9 @@ def choice_options(question: str) -> list[str]:
     side ("Which band was formed first The Exies or Circus Diablo?")."""
     q = question.strip()
     comma = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", q)
-    between = re.match(_BETWEEN, q, re.I)
-    if comma or (between and re.search(_COMPARATIVE, q)):
-        found = comma or between
-        assert found is not None
+    between = _BETWEEN.match(q) if _COMPARATIVE.search(q) else None
+    found = comma or between
+    if found:
         options = [found.group(1).strip(), found.group(2).strip()]
     elif (
         _COMPARES.search(q) and q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose")
@@ -103,14 +102,16 @@ def choice_options(question: str) -> list[str]:
 
 
 # "Between A and B, which/who …" (one "and" on each side: "Simon and Garfunkel and …" is not certain)
-_BETWEEN = (
-    r"between\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,\s*(?:which|who)\b"
+_BETWEEN = re.compile(
+    r"between\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,\s*(?:which|who)\b",
+    re.I,
 )
-_COMPARATIVE = (
+_COMPARATIVE = re.compile(
     r"(?<![Tt]he )\b(?i:first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest"
     r"|bigger|smaller|longer|shorter|higher|taller|earliest|latest|newer|recently|sooner|\w+er than)\b"
 )  # not "the first President of …"
-_COMPARES = re.compile(_COMPARATIVE + r"(?!\s+(?!the\b|an?\b)[a-z])")  # "formed first The Exies", not "first president"
+# "formed first The Exies", not "first president"
+_COMPARES = re.compile(_COMPARATIVE.pattern + r"(?!\s+(?!the\b|an?\b)[a-z])")
 _INNER_SMALL = frozenset("of the and de del la le von van der du da & for".split())
 
 
