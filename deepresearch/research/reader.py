@@ -155,12 +155,13 @@ def where_stated(state: ResearchState, text: str, cited: list[str], pool: list[s
     """(the span, the passages that state it): the cited ones, else the first of the pool (another
     retrieved passage, cited instead); a name read shorter than the evidence writes it ("G. Hall"
     for "G. Stanley Hall") is taken as the evidence writes it, when only one such name is there."""
-    where = [sid for sid in cited if states(text, _full_text(state, sid))]
+    texts = {sid: _full_text(state, sid) for sid in dict.fromkeys(cited + pool)}
+    where = [sid for sid in cited if states(text, texts[sid])]
     if not where:
-        where = [sid for sid in dict.fromkeys(pool) if states(text, _full_text(state, sid))][:1]
+        where = [sid for sid in dict.fromkeys(pool) if states(text, texts[sid])][:1]
     if where:
         return text, where
-    found = {sid: longer_names(text, _full_text(state, sid)) for sid in dict.fromkeys(cited + pool)}
+    found = {sid: longer_names(text, full) for sid, full in texts.items()}
     names = {name for spans in found.values() for name in spans}
     if len(names) != 1:
         return text, []
