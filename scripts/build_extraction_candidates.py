@@ -16,7 +16,8 @@ come from MuSiQue, `--musique`, instead of HotpotQA) and a blind6 part (session 
 Node.js API documentation, `--node-doc`, for its documentation set) and a blind7 part (session 16: the same,
 with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set) and a blind8 part (session 17:
 the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
-set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`):
+set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`) and a blind10 part
+(session 18: the same, with the Rust Reference, `--reference`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -82,14 +83,16 @@ HOTPOT_QUESTIONS = {
     "blind7": range(80, 86),
     "blind8": range(93, 99),
     "blind9": range(25, 30),
+    "blind10": range(34, 40),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
-    "blind7": 2, "blind8": 3, "blind9": 2,
+    "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
-    "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26)
+    "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
+    "blind10": range(26, 30),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -110,6 +113,7 @@ SCIFACT_START = {
     "blind7": 0.8125,
     "blind8": 0.4375,
     "blind9": 0.5625,
+    "blind10": 0.6875,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -162,8 +166,28 @@ RUSTC_PAGES = {
         "tests/index.html",
     ]
 }
+# session 18's blind10 takes its documentation from a sixth set: the Rust Reference (mdBook HTML, installed by rustup
+# next to the other books, `--reference`), one chunk a third of the way into each page.
+REFERENCE_PAGES = {
+    "blind10": [
+        "destructors.html",
+        "type-coercions.html",
+        "type-layout.html",
+        "interior-mutability.html",
+        "lifetime-elision.html",
+        "visibility-and-privacy.html",
+        "conditional-compilation.html",
+        "linkage.html",
+        "panic.html",
+        "const_eval.html",
+        "items/traits.html",
+        "items/static-items.html",
+        "types/closure.html",
+        "expressions/loop-expr.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -181,7 +205,8 @@ def _scifact(path: Path) -> list[dict[str, Any]]:
 
 
 def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    """The supporting paragraphs (one per title) of the chosen questions of a HotpotQA-format file."""
+    """The supporting paragraphs (one per title: the first, when a MuSiQue question has two under one title) of the
+    chosen questions of a HotpotQA-format file."""
     items = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for split, questions in questions_by_split.items():
@@ -190,6 +215,7 @@ def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list
             titles = {t for t, _ in item["supporting_facts"]}
             for title, sentences in item["context"]:
                 if title in titles:
+                    titles.discard(title)
                     sid = f"{name}-{q}-{title[:30].replace(' ', '_')}"
                     out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
     return out
@@ -253,6 +279,11 @@ def _rustc(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, RUSTC_PAGES, "rustcbook", "rustc", lambda split, page, chunks: [len(chunks) // 3])
 
 
+def _reference(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per Rust Reference page, a third of the way in."""
+    return _doc_chunks(folder, REFERENCE_PAGES, "rustreference", "ref", lambda split, page, chunks: [len(chunks) // 3])
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
     if corpus == "sqlite":
         url = f"file:///usr/share/doc/sqlite3/{url}"
@@ -264,6 +295,8 @@ def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str =
         url = f"https://doc.rust-lang.org/cargo/{url}"
     elif corpus == "rustcbook":
         url = f"https://doc.rust-lang.org/rustc/{url}"
+    elif corpus == "rustreference":
+        url = f"https://doc.rust-lang.org/reference/{url}"
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
@@ -355,6 +388,7 @@ def main() -> None:
     parser.add_argument("--rust-book", type=Path, help="folder of the Rust book's HTML chapters (blind7's docs)")
     parser.add_argument("--cargo-book", type=Path, help="folder of the Cargo book's HTML pages (blind8's docs)")
     parser.add_argument("--rustc-book", type=Path, help="folder of the rustc book's HTML pages (blind9's docs)")
+    parser.add_argument("--reference", type=Path, help="folder of the Rust Reference's HTML pages (blind10's docs)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
@@ -364,6 +398,7 @@ def main() -> None:
         sources += _rust(args.rust_book) if args.rust_book else []
         sources += _cargo(args.cargo_book) if args.cargo_book else []
         sources += _rustc(args.rustc_book) if args.rustc_book else []
+        sources += _reference(args.reference) if args.reference else []
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)

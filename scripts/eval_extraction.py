@@ -4,15 +4,15 @@
     python3 scripts/eval_extraction.py --json /tmp/extraction.json
 
 The labeled set (tests/data/extraction_labels.jsonl, built by
-scripts/build_extraction_candidates.py) holds every sentence-level candidate of 241 sources —
-SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite, Node.js, Rust book and Cargo book documentation
-chunks — each
+scripts/build_extraction_candidates.py) holds every sentence-level candidate of 316 sources —
+SciFact abstract chunks, HotpotQA and MuSiQue paragraphs, SQLite, Node.js, Rust book, Cargo book, rustc book and Rust
+Reference documentation chunks — each
 labeled by hand: stands alone, is a claim, is complete (not cut), category. Sources are split (see SPLITS)
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
 read in a later session (heldout, fresh, blind2, blind4, blind5, blind6, blind7, blind8: 43 sources, the Cargo
-book's pages among them) and blind9 (32 sources, the rustc book's pages among them), labeled and committed in
-session 17's second round before any of that round's code ran on it.
+book's pages among them; blind9: 32 sources, the rustc book's pages among them) and blind10 (43 sources, the Rust
+Reference's pages among them), labeled and committed in session 18 before any of that session's code ran on it.
 For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
@@ -53,9 +53,10 @@ from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E4
 
 # "main": the extraction as merged at the end of session 16 (blind6 in training, rule I, the release cue; session
 # 16's figures used 7bb4e97; d81bb01 was main at the start of session 17, edc8c02 at its second round on issue 25:
-# blind7 in training and session 17's first-round rules), run from this commit's package in a
-# subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "edc8c02"
+# blind7 in training and session 17's first-round rules; 489119d is main at the start of session 18: blind8 in
+# training, blind9 not), run from this commit's package in a subprocess, so the new code is compared with it in the
+# same run.
+MAIN_COMMIT = "489119d"
 EXTRACTORS = ("baseline", "main", "new")
 
 
