@@ -17,7 +17,7 @@ For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
 each split's sources extracted with a stands-alone check (models/standalone.py) and a category classifier
-fitted without that split's labels, blind9's being the shipped ones: `loso_categorizers`)
+fitted without that split's labels, blind10's being the shipped ones: `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -129,7 +129,7 @@ def split_examples(
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split, a categorizer (category classifier and stands-alone model, models/standalone.py) fitted
     on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
-    the excluded split (blind9: its are the shipped ones): so each split is scored by models not trained on it."""
+    the excluded split (blind10: its are the shipped ones): so each split is scored by models not trained on it."""
     import build_standalone_weights as bsw
 
     from deepresearch.models import standalone
