@@ -488,7 +488,7 @@ def leading_subject(sentence: str) -> str | None:
     match = _SUBJECT_VERB.match(sentence)
     if not match:
         return None
-    name = match.group(1).strip().strip('"“”')
+    name = match.group(1).strip().strip('"“”').strip()  # '" " is …' (a blanked title) names nothing
     return name if name and len(name.split()) <= 8 else None
 
 
@@ -708,6 +708,8 @@ def _opens_with(sentence: str, subject: str | None) -> bool:
     if not subject:
         return False
     words = subject.split()
+    if not words:
+        return False
     key = " ".join(words[:2]) if words[0] in ("The", "A", "An") else words[0]
     return sentence.startswith(key)
 
