@@ -50,8 +50,8 @@ _SYSTEM = (
 )
 _EXAMPLES = (
     "\nExamples:\n"
-    'Title: Marie Curie. Sentence: Marie Curie won the Nobel Prize in Physics in 1903. -> true\n'
-    'Title: Marie Curie. Sentence: She moved to Paris in 1891. -> false\n'
+    "Title: Marie Curie. Sentence: Marie Curie won the Nobel Prize in Physics in 1903. -> true\n"
+    "Title: Marie Curie. Sentence: She moved to Paris in 1891. -> false\n"
     "Title: Lake Baikal. Sentence: The lake holds about a fifth of the world's fresh surface water. -> false\n"
     "Title: HTTP caching. Sentence: A cache stores responses so that later requests are answered faster. -> true\n"
     "Title: HTTP caching. Sentence: In this case, the header is ignored. -> false\n"
@@ -238,8 +238,8 @@ def _grammar(sentence: str) -> bool:
 
 
 def stored_table(
-    sources: list[dict[str, Any]], labels: list[dict[str, Any]], categorizers: dict[str, Any], judge: Judge, modes: list[str],
-    groups: dict[str, tuple],
+    sources: list[dict[str, Any]], labels: list[dict[str, Any]], categorizers: dict[str, Any], judge: Judge,
+    modes: list[str], groups: dict[str, tuple],
 ) -> dict[str, Any]:  # fmt: skip
     """eval_extraction's figures of the stored facts per mode and split group (good kept vs the check's)."""
     import eval_extraction as ev
