@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from deepresearch.errors import SearchError
+from deepresearch.models.standalone import ModelCheck, ModelChecked
 from deepresearch.research import answer as answers
 from deepresearch.research import prompts
 from deepresearch.research.answer import proximity
@@ -225,11 +226,27 @@ def _relevant(state: ResearchState, source: Source, facts: list[Any]) -> list[An
     return kept
 
 
+def _model_check(deps: Deps, run: RunContext) -> ModelCheck | None:
+    """The chat model's stands-alone check for one passage's facts, when the `check` step may use the model."""
+    model = run.model_for("check")
+    if model is None:
+        return None
+    run.progress("model", what="check")
+    return ModelCheck(model, run.clock)
+
+
+def _categorizer(deps: Deps) -> Any:
+    from deepresearch.models.categorize import default_categorizer
+
+    return deps.categorizer if deps.categorizer is not None else default_categorizer()
+
+
 def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source) -> list[Any]:
     """The grounded facts of one passage that relate to the question, with its URL and the topic."""
     model = run.model_for("extract")
     if model is not None:
         run.progress("model", what=f"extract {source.sid}")
+    check = _model_check(deps, run)
     started = run.clock()
     result = deps.extract(
         source.text,
@@ -238,10 +255,14 @@ def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source
         model=model,
         max_facts=state.options.facts_per_source,
         title=source.title,  # "It …" resolves to the page's subject only when that is certain
+        **({"categorizer": ModelChecked(_categorizer(deps), check)} if check is not None else {}),
     )
+    if check is not None:  # its seconds are inside the extraction's: the extract step's are the rest
+        record(run, "check", check.calls, check.kept, check.seconds)
+        run.bump("facts_dropped_by_check", check.dropped)
     if model is not None:
         accepted = sum(m == "model" for m in result.methods)
-        record(run, "extract", result.proposed, accepted, run.clock() - started)
+        record(run, "extract", result.proposed, accepted, run.clock() - started - (check.seconds if check else 0.0))
     relevant = _relevant(state, source, list(result.facts))
     for f in relevant:
         f.source_url, f.research_topic = source.url, f.research_topic or state.topic
