@@ -85,6 +85,14 @@ def test_yes_keeps_no_drops_and_an_unusable_answer_leaves_the_checks_decision():
     assert model.history[0]["schema"]["properties"] == {"alone": {"type": "boolean"}}
 
 
+def test_a_sentence_the_caller_will_not_store_is_not_asked():
+    model = JudgingModel(rejected=("moved", "born"))
+    confirmed = ConfirmedCheck(None, ModelCheck(model), worth=lambda s: "Paris" not in s)
+    sentences = ["She moved to Paris in 1891.", "She was born in Warsaw."]
+    assert list(confirmed.keep(sentences, "", "Marie Curie")) == [sentences[0]]  # passed on, dropped by the caller
+    assert model.judged() == [sentences[1]]
+
+
 def test_a_failed_call_keeps_the_sentence_and_an_empty_title_is_named():
     class Broken(FakeChatModel):
         def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]

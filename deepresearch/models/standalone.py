@@ -290,27 +290,38 @@ class ModelCheck:
 
 class ConfirmedCheck:
     """A stands-alone check (None = the rules alone) whose kept sentences `confirm` also judges (AND); grammar's
-    exemption is not asked. `keep` is lazy: the extraction asks only until it has its facts."""
+    exemption is not asked, nor a sentence `worth` says the caller will not store (research: not related to the
+    question). `keep` is lazy: the extraction asks only until it has its facts."""
 
-    def __init__(self, check: Any, confirm: Callable[[str, str], bool | None]):
-        self.check, self.confirm = check, confirm
+    def __init__(
+        self, check: Any, confirm: Callable[[str, str], bool | None], worth: Callable[[str], bool] | None = None
+    ):
+        self.check, self.confirm, self.worth = check, confirm, worth
 
     def keep(self, sentences: list[str], passage: str, title: str) -> Iterator[str]:
         """The sentences the check keeps and the model does not reject, in order."""
         kept: Iterable[str] = self.check.keep(sentences, passage, title) if self.check is not None else sentences
         for sentence in kept:
-            if grammar_stands_alone(sentence) or self.confirm(sentence, title) is not False:
+            if (
+                grammar_stands_alone(sentence)
+                or (self.worth is not None and not self.worth(sentence))
+                or self.confirm(sentence, title) is not False
+            ):
                 yield sentence
+            else:
+                log.info("the model check dropped %r (title %r)", sentence, title)
 
 
 class ModelChecked:
     """A categorizer whose stands-alone check the chat model confirms (the `check` model step); categories as the
     wrapped categorizer's."""
 
-    def __init__(self, categorizer: Any, confirm: Callable[[str, str], bool | None]):
+    def __init__(
+        self, categorizer: Any, confirm: Callable[[str, str], bool | None], worth: Callable[[str], bool] | None = None
+    ):
         self.categorizer = categorizer
         self.name: str = f"{getattr(categorizer, 'name', 'categorizer')}+check"
-        self.standalone = ConfirmedCheck(getattr(categorizer, "standalone", None), confirm)
+        self.standalone = ConfirmedCheck(getattr(categorizer, "standalone", None), confirm, worth)
 
     def categorize(self, texts: list[str], title: str = "") -> list[str]:
         """The wrapped categorizer's categories."""
