@@ -226,12 +226,12 @@ def _relevance(state: ResearchState, source: Source) -> Callable[[str], bool]:
     return related
 
 
-def _model_check(deps: Deps, run: RunContext) -> ModelCheck | None:
+def _model_check(run: RunContext, sid: str) -> ModelCheck | None:
     """The chat model's stands-alone check for one passage's facts, when the `check` step may use the model."""
     model = run.model_for("check")
     if model is None:
         return None
-    run.progress("model", what="check")
+    run.progress("model", what=f"check {sid}")
     return ModelCheck(model, run.clock)
 
 
@@ -246,7 +246,7 @@ def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source
     model = run.model_for("extract")
     if model is not None:
         run.progress("model", what=f"extract {source.sid}")
-    check, related = _model_check(deps, run), _relevance(state, source)
+    check, related = _model_check(run, source.sid), _relevance(state, source)
     started = run.clock()
     result = deps.extract(
         source.text,
