@@ -1,4 +1,5 @@
-"""Prompt templates for the models layer and the KB: fact extraction, fact merging, JSON retry.
+"""Prompt templates for the models layer and the KB: fact extraction, fact merging, the stands-alone check,
+JSON retry.
 
 Every prompt is a `Prompt` with named `$slots` (string.Template syntax, so JSON braces in
 the text need no escaping). `prompt.messages(**slots)` fills them and refuses missing or
@@ -148,6 +149,41 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"relation": {"enum": list(JUDGE_VERDICTS)}},
     "required": ["relation"],
+}
+
+# The `check` model step's question (models/standalone.py `ModelCheck`): does a sentence copied out of a document
+# stand alone? Everything fixed is the system prompt, first, so llama.cpp reuses the evaluated prefix; the user turn
+# is only the title and the sentence. Variant v3 of docs/BENCHMARKS.md, session 18 (the criteria and seven invented
+# examples, none from the labeled set); scripts/eval_standalone_judge.py builds its other variants from this text.
+STANDALONE_EXAMPLES = (
+    "\nExamples:\n"
+    "Title: Marie Curie. Sentence: Marie Curie won the Nobel Prize in Physics in 1903. -> true\n"
+    "Title: Marie Curie. Sentence: She moved to Paris in 1891. -> false\n"
+    "Title: Lake Baikal. Sentence: The lake holds about a fifth of the world's fresh surface water. -> false\n"
+    "Title: HTTP caching. Sentence: A cache stores responses so that later requests are answered faster. -> true\n"
+    "Title: HTTP caching. Sentence: In this case, the header is ignored. -> false\n"
+    "Title: Aspirin trial. Sentence: Patients in the treatment group had fewer strokes. -> false\n"
+    "Title: Aspirin trial. Sentence: Aspirin reduces the risk of a second heart attack. -> true"
+)
+STANDALONE_CHECK = Prompt(
+    name="standalone_check",
+    system=(
+        "You check sentences copied out of a document before they are stored as facts in a knowledge base that is"
+        " read without the document. A sentence stands alone when a reader who never saw the document understands"
+        " what it claims: it names what it talks about (no 'it', 'they', 'this', 'the band', 'the study', 'the"
+        " function' pointing back to something named earlier; no example's variable) and it states a complete claim"
+        " (not a heading, an instruction, a question, a caption or a pointer such as 'see below'). The document's"
+        " title may name the subject."
+        + STANDALONE_EXAMPLES
+        + '\nAnswer with JSON only: {"alone": true} if the sentence stands alone, {"alone": false} if not.'
+    ),
+    user="Title: $title\nSentence: $sentence",
+)
+
+STANDALONE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"alone": {"type": "boolean"}},
+    "required": ["alone"],
 }
 
 JSON_RETRY = Prompt(

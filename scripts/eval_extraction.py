@@ -30,8 +30,11 @@ and each split it prints:
 Then the categorizers alone over every labeled claim (not only the stored ones, each with its source's
 title): cue words, the nearest-prototype rule, the softmax regression (each split's figure by a fit without
 that split's claims), and with
-`--model-categories GGUF` the chat model choosing from the category enum. `--issue-pages DIR`
-runs both extractions over every chunk of the issue's SQLite pages instead.
+`--model-categories GGUF` the chat model choosing from the category enum. `--judge` adds a `new+check` row per
+split: `new` with the `check` model step (the configured chat model confirms each sentence the stands-alone check
+keeps, models/standalone.py `ModelCheck`; its s/source includes the model's seconds). `--splits S…` extracts and
+prints only those splits (the leave-one-split-out fits still use every other split; no categorizer table).
+`--issue-pages DIR` runs both extractions over every chunk of the issue's SQLite pages instead.
 
 The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
 remains: `--hotpotqa FILE --models NAME…`.
@@ -153,9 +156,16 @@ def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]
 
 
 def run_extractor(
-    name: str, sources: list[dict[str, Any]], max_facts: int, labels: list[dict[str, Any]]
+    name: str,
+    sources: list[dict[str, Any]],
+    max_facts: int,
+    labels: list[dict[str, Any]],
+    check: Any = None,
+    fit_on: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Stored facts per source (with seconds) for one extractor (`new`: with leave-one-split-out checks)."""
+    """Stored facts per source (with seconds) for one extractor (`new`: with leave-one-split-out checks fitted on
+    the labels of `fit_on`, default `sources`; `check`, a models/standalone.py `ModelCheck`, confirms what the
+    learned check keeps: the `check` model step)."""
     if name == "main":
         return run_main(sources, max_facts)
     if name == "baseline":
@@ -165,16 +175,18 @@ def run_extractor(
             return module.extract_facts(s["text"], s["url"], topic=s["topic"], max_facts=max_facts)
     else:
         from deepresearch.models import extract as new_module
+        from deepresearch.models.standalone import ModelChecked
 
-        categorizers = loso_categorizers(sources, labels)
+        categorizers = loso_categorizers(fit_on or sources, labels)
         for categorizer in categorizers.values():  # fitted (and the embedding model loaded) before timing
             categorizer.categorize(["A warm-up sentence."])
             categorizer.embedder = categorizer.standalone.embedder = categorizer.embedder.inner  # timed uncached
 
         def call(s: dict[str, Any]) -> Any:
+            categorizer = categorizers[s["split"]]
             return new_module.extract_facts(
                 s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"],
-                categorizer=categorizers[s["split"]],
+                categorizer=categorizer if check is None else ModelChecked(categorizer, check),
             )  # fmt: skip
 
     out = {}
@@ -377,10 +389,25 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
+def model_check(model_path: str | None) -> Any:
+    """The `check` model step's judge on the configured chat model (`--model`: another GGUF), loaded once."""
+    from deepresearch.config import load_config
+    from deepresearch.models.llm import get_chat_model
+    from deepresearch.models.standalone import ModelCheck
+
+    llm = load_config().llm
+    llm = llm.model_copy(update={"model_path": model_path}) if model_path else llm
+    return ModelCheck(get_chat_model(llm))
+
+
 def labeled_main(args: argparse.Namespace) -> None:
-    sources = load_jsonl(args.sources)
-    labels = load_jsonl(args.labels)
-    runs = {name: run_extractor(name, sources, args.max_facts, labels) for name in EXTRACTORS}
+    every, labels = load_jsonl(args.sources), load_jsonl(args.labels)
+    splits = tuple(args.splits or SPLITS)
+    sources = [s for s in every if s["split"] in splits]  # the fits still use every split but the scored one
+    runs = {name: run_extractor(name, sources, args.max_facts, labels, fit_on=every) for name in EXTRACTORS}
+    if args.judge:
+        check = model_check(args.model)
+        runs["new+check"] = run_extractor("new", sources, args.max_facts, labels, check, every)
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
@@ -388,7 +415,7 @@ def labeled_main(args: argparse.Namespace) -> None:
         ("facts/source", "facts_per_source"), ("s/source", "seconds_per_source"),
     ]  # fmt: skip
     rows = []
-    for split in (*SPLITS, "all"):
+    for split in (*splits, "all"):
         chosen = [s for s in sources if split == "all" or s["split"] == split]
         for name, run in runs.items():
             rows.append({"name": name, "split": split, **figures(run, chosen, labels)})
@@ -397,7 +424,11 @@ def labeled_main(args: argparse.Namespace) -> None:
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
-    cats = categorizer_accuracy(labels, sources, args.model_categories, args.model_sample)
+    if args.judge:
+        unusable = check.calls - check.kept - check.dropped
+        print(f"new+check: {check.calls} model calls, {check.seconds / max(1, check.calls):.2f} s each (the first"
+              f" evaluates the system prompt), {check.dropped} no, {unusable} unusable")  # fmt: skip
+    cats = [] if args.splits else categorizer_accuracy(labels, sources, args.model_categories, args.model_sample)
     print("\ncategorizers over every labeled claim")
     print("| categorizer | split | claims | accuracy |\n|---|---|---|---|")
     for c in cats:
@@ -416,6 +447,11 @@ def main() -> None:
     parser.add_argument("--labels", type=Path, default=DATA / "extraction_labels.jsonl")
     parser.add_argument("--max-facts", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--judge", action="store_true", help="also a `new+check` row: `new` with the chat model's stands-alone check"
+    )
+    parser.add_argument("--splits", nargs="+", choices=SPLITS, help="only these splits (no categorizer table)")
+    parser.add_argument("--model", help="(--judge) GGUF name or path (default: the configured chat model)")
     parser.add_argument("--model-categories", help="also measure this GGUF choosing from the category enum")
     parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")
     parser.add_argument("--chunk-edges", type=Path, help="only measure the start rule on chunks of these HTML pages")

@@ -28,41 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
 
-from deepresearch.prompts import Prompt  # noqa: E402
+from deepresearch.prompts import STANDALONE_CHECK, STANDALONE_EXAMPLES, STANDALONE_SCHEMA, Prompt  # noqa: E402
 
 TUNE = ("dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5")
 REPORT = ("blind6", "blind7", "blind8", "blind9")
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"alone": {"type": "boolean"}},
-    "required": ["alone"],
-}
-# Everything fixed comes first (llama.cpp reuses the evaluated prefix); the user turn is only the context and
-# the sentence, so a judged sentence costs its own tokens and a 6-token answer.
-_SYSTEM = (
-    "You check sentences copied out of a document before they are stored as facts in a knowledge base that is"
-    " read without the document. A sentence stands alone when a reader who never saw the document understands"
-    " what it claims: it names what it talks about (no 'it', 'they', 'this', 'the band', 'the study', 'the"
-    " function' pointing back to something named earlier; no example's variable) and it states a complete claim"
-    " (not a heading, an instruction, a question, a caption or a pointer such as 'see below'). The document's"
-    " title may name the subject.$examples\n"
-    'Answer with JSON only: {"alone": true} if the sentence stands alone, {"alone": false} if not.'
-)
-_EXAMPLES = (
-    "\nExamples:\n"
-    "Title: Marie Curie. Sentence: Marie Curie won the Nobel Prize in Physics in 1903. -> true\n"
-    "Title: Marie Curie. Sentence: She moved to Paris in 1891. -> false\n"
-    "Title: Lake Baikal. Sentence: The lake holds about a fifth of the world's fresh surface water. -> false\n"
-    "Title: HTTP caching. Sentence: A cache stores responses so that later requests are answered faster. -> true\n"
-    "Title: HTTP caching. Sentence: In this case, the header is ignored. -> false\n"
-    "Title: Aspirin trial. Sentence: Patients in the treatment group had fewer strokes. -> false\n"
-    "Title: Aspirin trial. Sentence: Aspirin reduces the risk of a second heart attack. -> true"
-)
-_PLAIN = _SYSTEM.replace("$examples", "")
+# v3 is the shipped prompt (the `check` model step); v1 is its text without the examples, v2 adds the sentence before.
+_PLAIN = STANDALONE_CHECK.system.replace(STANDALONE_EXAMPLES, "")
 VARIANTS = {
-    "v1": Prompt("standalone_v1", _PLAIN, "Title: $title\nSentence: $sentence"),
+    "v1": Prompt("standalone_v1", _PLAIN, STANDALONE_CHECK.user),
     "v2": Prompt("standalone_v2", _PLAIN, "Title: $title\nSentence before it: $previous\nSentence: $sentence"),
-    "v3": Prompt("standalone_v3", _SYSTEM.replace("$examples", _EXAMPLES), "Title: $title\nSentence: $sentence"),
+    "v3": STANDALONE_CHECK,
 }
 
 
@@ -131,7 +106,7 @@ class Judge:
         prompt = VARIANTS[self.variant]
         messages = prompt.messages(**{k: v for k, v in slots.items() if k in prompt.slots})
         started = time.perf_counter()
-        data = complete_json(self.model, messages, SCHEMA, max_tokens=8)
+        data = complete_json(self.model, messages, STANDALONE_SCHEMA, max_tokens=8)
         self.seconds += time.perf_counter() - started
         self.calls += 1
         answer = data.get("alone") if isinstance(data, dict) else None

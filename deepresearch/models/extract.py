@@ -18,7 +18,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from deepresearch.errors import ModelError
 from deepresearch.facts import Fact, normalize_category, text_hash
@@ -250,6 +250,8 @@ def extract_facts(
     for claim in _checked_fallback(text, topic, max_facts * 2, title, categorizer) if len(kept) < max_facts else []:
         if grounding_problem(claim, source, topic) is None:
             keep(claim, None, FALLBACK_CONFIDENCE, "fallback")
+        if len(kept) >= max_facts:
+            break  # a lazy check (the chat model's, models/standalone.py) is asked no more than needed
     _categorize(kept, categorizer, title)
     result.facts = [
         Fact(fact=claim, source_url=source_url, research_topic=topic, category=category, confidence=confidence)
@@ -261,7 +263,7 @@ def extract_facts(
     return result
 
 
-def _checked_fallback(text: str, topic: str, limit: int, title: str, categorizer: Categorizer | None) -> list[str]:
+def _checked_fallback(text: str, topic: str, limit: int, title: str, categorizer: Categorizer | None) -> Iterable[str]:
     """The fallback's claims that the learned stands-alone check (models/standalone.py, carried by an
     embedding categorizer) also keeps; the rules alone without one."""
     claims = fallback_facts(text, topic, limit=limit, title=title)

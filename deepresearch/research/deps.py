@@ -66,6 +66,7 @@ class Deps:
     model_steps: tuple[str, ...] = tuple(_DEFAULT.research.model_steps)
     clock: Callable[[], float] = time.perf_counter
     after_step: Callable[[str], None] = lambda step: None
+    categorizer: Any = None  # the one `extract` uses (None: its default); the `check` model step wraps it
 
 
 @dataclass(frozen=True)

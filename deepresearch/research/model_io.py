@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState
 
 log = logging.getLogger(__name__)
-MODEL_STEPS = ("plan", "extract", "reflect", "answer")
+MODEL_STEPS = ("plan", "extract", "reflect", "answer", "check")
 
 
 def ask(

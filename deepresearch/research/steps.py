@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from deepresearch.errors import SearchError
+from deepresearch.models.standalone import ModelCheck, ModelChecked
 from deepresearch.research import answer as answers
 from deepresearch.research import prompts
 from deepresearch.research.answer import proximity
@@ -210,19 +211,34 @@ def rank(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     return {"sources": sources, "candidate": candidate}
 
 
-def _relevant(state: ResearchState, source: Source, facts: list[Any]) -> list[Any]:
-    """Facts related to the question: from a sentence similar enough to it (the similarity the
-    rank step already computed), sharing two of its key words, or naming the answer candidate."""
+def _relevance(state: ResearchState, source: Source) -> Callable[[str], bool]:
+    """Is a fact of `source` related to the question: from a sentence similar enough to it (the similarity
+    the rank step already computed), sharing two of its key words, or naming the answer candidate?"""
     key = stems(" ".join(topic_words(state.topic)))
     answer = state.candidate.text.lower() if state.candidate else ""
     indexed = [(stems(x.text), x.to_question) for x in source.sentences]
-    kept = []
-    for f in facts:
-        words = stems(f.fact)
+
+    def related(fact: str) -> bool:
+        words = stems(fact)
         similarity = max((sim for sent, sim in indexed if words and len(words & sent) >= 0.8 * len(words)), default=0.0)
-        if similarity >= FACT_RELEVANCE or len(words & key) >= 2 or (answer and answer in f.fact.lower()):
-            kept.append(f)
-    return kept
+        return similarity >= FACT_RELEVANCE or len(words & key) >= 2 or bool(answer and answer in fact.lower())
+
+    return related
+
+
+def _model_check(run: RunContext, sid: str) -> ModelCheck | None:
+    """The chat model's stands-alone check for one passage's facts, when the `check` step may use the model."""
+    model = run.model_for("check")
+    if model is None:
+        return None
+    run.progress("model", what=f"check {sid}")
+    return ModelCheck(model, run.clock)
+
+
+def _categorizer(deps: Deps) -> Any:
+    from deepresearch.models.categorize import default_categorizer
+
+    return deps.categorizer if deps.categorizer is not None else default_categorizer()
 
 
 def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source) -> list[Any]:
@@ -230,6 +246,7 @@ def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source
     model = run.model_for("extract")
     if model is not None:
         run.progress("model", what=f"extract {source.sid}")
+    check, related = _model_check(run, source.sid), _relevance(state, source)
     started = run.clock()
     result = deps.extract(
         source.text,
@@ -238,11 +255,16 @@ def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source
         model=model,
         max_facts=state.options.facts_per_source,
         title=source.title,  # "It …" resolves to the page's subject only when that is certain
+        # The model judges only facts the relevance test below keeps: the others are not stored anyway.
+        **({"categorizer": ModelChecked(_categorizer(deps), check, related)} if check is not None else {}),
     )
+    if check is not None:  # its seconds are inside the extraction's: the extract step's are the rest
+        record(run, "check", check.calls, check.kept, check.seconds)
+        run.bump("facts_dropped_by_check", check.dropped)
     if model is not None:
         accepted = sum(m == "model" for m in result.methods)
-        record(run, "extract", result.proposed, accepted, run.clock() - started)
-    relevant = _relevant(state, source, list(result.facts))
+        record(run, "extract", result.proposed, accepted, run.clock() - started - (check.seconds if check else 0.0))
+    relevant = [f for f in result.facts if related(f.fact)]
     for f in relevant:
         f.source_url, f.research_topic = source.url, f.research_topic or state.topic
     run.bump("facts_rejected", result.rejected)

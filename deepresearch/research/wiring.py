@@ -53,6 +53,7 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
     cache = SearchCache.from_workspace(ws) if opts.use_cache and cfg.search.cache.enabled else None
     steps = tuple(cfg.research.model_steps)
     embedder = get_embedder(cfg.embedding)
+    categorizer = LinearCategorizer(embedder)
     return Deps(
         kb=KnowledgeBase.from_workspace(ws),
         # No model is loaded when no step may use it: a run then starts without the GGUF.
@@ -62,12 +63,13 @@ def build_deps(ws: Workspace, opts: RunOptions) -> Deps:
         cache=cache,
         conn=ws.db,
         # Categories by a linear classifier in the workspace's own embedding space (fitted once per process).
-        extract=functools.partial(extract_facts, categorizer=LinearCategorizer(embedder)),
+        extract=functools.partial(extract_facts, categorizer=categorizer),
         age_tag=age_tag,
         freshness_days=dict(cfg.kb.freshness_days),
         cover_similarity=cfg.research.kb_cover_similarity,
         model_steps=steps,
         after_step=hooks.after_step(),  # a no-op unless a crash test asks for a pause
+        categorizer=categorizer,
     )
 
 
