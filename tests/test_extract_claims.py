@@ -169,12 +169,12 @@ def test_the_title_is_the_subject_when_the_first_sentence_opens_with_it_and_a_no
     assert passage_claims(series, title="Charmed")[1:] == ["Charmed initially focuses on the three Halliwell sisters."]
 
 
-
 def test_a_passage_opening_on_a_blanked_quoted_title_names_no_subject_and_does_not_crash():
     # A Wikipedia copy with the title blanked out ('" "is an American …', HotpotQA dev) once raised
     # IndexError inside research's extract step.
     text = '" "is an American animated television series. It featured the established Disney characters.'
     assert passage_claims(text, title="List of Chip 'n Dale Rescue Rangers episodes") == []
+
 
 # Second round: the kinds behind blind2's failures (read after its figures were taken), general rules.
 @pytest.mark.parametrize(
