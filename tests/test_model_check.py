@@ -93,7 +93,7 @@ def test_a_sentence_the_caller_will_not_store_is_not_asked():
     assert model.judged() == [sentences[1]]
 
 
-def test_a_failed_call_keeps_the_sentence_and_an_empty_title_is_named():
+def test_a_failed_call_keeps_the_sentence_names_an_empty_title_and_stops_asking():
     class Broken(FakeChatModel):
         def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
             super().complete(messages, schema, max_tokens, temperature)
@@ -104,7 +104,27 @@ def test_a_failed_call_keeps_the_sentence_and_an_empty_title_is_named():
     assert check("Marie Curie discovered polonium.", "  ") is None
     assert list(ConfirmedCheck(None, check).keep(["Polonium is rare."], "", "")) == ["Polonium is rare."]
     assert model.history[0]["messages"][1]["content"].startswith("Title: (none)\n")
-    assert check.calls == 2 and check.kept == check.dropped == 0
+    # a backend that failed is not asked again (a dead server would stall every sentence of the source)
+    assert len(model.history) == 1 and check.calls == check.failures == 1 and check.kept == check.dropped == 0
+
+
+def test_the_check_asks_at_temperature_zero_and_not_once_the_budget_is_spent():
+    class Recording(JudgingModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.temperatures: list[float | None] = []
+
+        def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+            self.temperatures.append(temperature)
+            return super().complete(messages, schema, max_tokens, temperature)
+
+    model = Recording()
+    spent = [False]
+    check = ModelCheck(model, spent=lambda: spent[0])
+    assert check("Marie Curie discovered polonium.", "Marie Curie") is True
+    assert model.temperatures == [0.0]  # the same page stores the same facts on every run
+    spent[0] = True
+    assert check("Marie Curie won two Nobel Prizes.", "Marie Curie") is None and check.calls == 1
 
 
 def test_extraction_stores_only_what_the_model_confirms_and_asks_no_more_than_needed():

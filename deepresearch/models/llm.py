@@ -115,9 +115,12 @@ def complete_json(
     *,
     max_tokens: int | None = None,
     validate: Callable[[Any], Any] | None = None,
+    temperature: float | None = None,
 ) -> dict[str, Any] | list[Any] | None:
     """JSON valid under `schema` (and accepted by `validate`), or None after one retry.
 
+    `temperature`: the first attempt's (None: the model's configured one; 0.0 for a yes/no that must
+    not change between runs).
     `validate(data)` may return a falsy value or raise ValueError to reject an answer.
     Malformed output never raises; `ModelError` means the backend itself is unusable.
     A prompt that does not fit the context window also returns None.
@@ -130,7 +133,7 @@ def complete_json(
                 attempt_messages,
                 schema=schema,
                 max_tokens=max_tokens,
-                temperature=None if attempt == 1 else 0.7,
+                temperature=temperature if attempt == 1 else 0.7,
             )
         except PromptTooLong as exc:
             log.info("structured call skipped: %s", exc)

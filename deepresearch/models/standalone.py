@@ -258,12 +258,18 @@ MODEL_CHECK_TOKENS = 8  # {"alone": false} is 5 tokens in Qwen's tokenizer, and 
 
 
 class ModelCheck:
-    """The chat model's yes/no on "does this sentence stand alone?" (STANDALONE_CHECK); counts its calls, seconds,
-    yes and no answers (`dropped`)."""
+    """The chat model's yes/no on "does this sentence stand alone?" (STANDALONE_CHECK) at temperature 0, so a page
+    stores the same facts on every run; counts its calls, seconds, yes and no answers (`dropped`) and backend
+    failures. After a failure, or once `spent()` (the run's budget), it asks no more: the check decides."""
 
-    def __init__(self, model: ChatModel, clock: Callable[[], float] = time.perf_counter):
-        self.model, self.clock = model, clock
-        self.calls, self.seconds, self.kept, self.dropped = 0, 0.0, 0, 0
+    def __init__(
+        self,
+        model: ChatModel,
+        clock: Callable[[], float] = time.perf_counter,
+        spent: Callable[[], bool] = lambda: False,
+    ):
+        self.model, self.clock, self.spent = model, clock, spent
+        self.calls, self.seconds, self.kept, self.dropped, self.failures = 0, 0.0, 0, 0, 0
 
     def __call__(self, sentence: str, title: str) -> bool | None:
         """True / False, or None when the model gave no usable answer (the check's decision stands)."""
@@ -271,13 +277,18 @@ class ModelCheck:
         from deepresearch.models.llm import complete_json
         from deepresearch.prompts import STANDALONE_CHECK, STANDALONE_SCHEMA
 
+        if self.failures or self.spent():
+            return None
         started = self.clock()
         self.calls += 1
         messages = STANDALONE_CHECK.messages(title=title.strip() or "(none)", sentence=sentence)
         try:
-            data = complete_json(self.model, messages, STANDALONE_SCHEMA, max_tokens=MODEL_CHECK_TOKENS)
+            data = complete_json(
+                self.model, messages, STANDALONE_SCHEMA, max_tokens=MODEL_CHECK_TOKENS, temperature=0.0
+            )
         except DeepResearchError as exc:  # a second opinion never costs a fact or a run
-            log.info("stands-alone model check failed (%s); the check decides", exc)
+            log.warning("stands-alone model check failed (%s); the check decides", exc)
+            self.failures += 1
             data = None
         finally:
             self.seconds += self.clock() - started

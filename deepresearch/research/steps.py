@@ -232,7 +232,7 @@ def _model_check(run: RunContext, sid: str) -> ModelCheck | None:
     if model is None:
         return None
     run.progress("model", what=f"check {sid}")
-    return ModelCheck(model, run.clock)
+    return ModelCheck(model, run.clock, run.budget.spent)
 
 
 def _categorizer(deps: Deps) -> Any:
@@ -261,6 +261,8 @@ def _extracted(state: ResearchState, deps: Deps, run: RunContext, source: Source
     if check is not None:  # its seconds are inside the extraction's: the extract step's are the rest
         record(run, "check", check.calls, check.kept, check.seconds)
         run.bump("facts_dropped_by_check", check.dropped)
+        if check.failures:
+            run.bump("llm_failures", check.failures)
     if model is not None:
         accepted = sum(m == "model" for m in result.methods)
         record(run, "extract", result.proposed, accepted, run.clock() - started - (check.seconds if check else 0.0))
