@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
+from extraction_labels import DATA, FLAGS, load_jsonl, match  # noqa: E402
 
 from deepresearch.prompts import STANDALONE_CHECK, STANDALONE_EXAMPLES, STANDALONE_SCHEMA, Prompt  # noqa: E402
 
@@ -75,7 +75,7 @@ def pool(sources: list[dict[str, Any]], labels: list[dict[str, Any]], categorize
 
 
 class Judge:
-    """The chat model's yes/no under one prompt variant, cached on disk by (variant, title, sentence)."""
+    """The chat model's yes/no under one prompt variant, cached on disk by (variant, title, sentence, and the GGUF when not the default)."""
 
     def __init__(self, variant: str, cache: Path, model_path: str | None):
         self.variant, self.cache_path, self.model_path = variant, cache, model_path
@@ -88,7 +88,8 @@ class Judge:
         self.calls, self.seconds, self.malformed = 0, 0.0, 0
 
     def key(self, title: str, sentence: str) -> str:
-        return json.dumps([self.variant, title, sentence])
+        """The cache key; another GGUF (`--model`) keeps its own verdicts."""
+        return json.dumps([self.variant, title, sentence] + ([self.model_path] if self.model_path else []))
 
     def __call__(self, title: str, sentence: str, previous: str) -> bool | None:
         """True / False, or None when the model's answer was unusable (the check's decision stands)."""
@@ -251,9 +252,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="judge at most this many candidates (timing)")
     args = parser.parse_args()
     args.cache.parent.mkdir(parents=True, exist_ok=True)
-    splits = {"tune": TUNE, "report": REPORT, "all": SPLITS}[args.splits]
+    splits = {"tune": TUNE, "report": REPORT, "all": TUNE + REPORT}[args.splits]  # never blind10 (held out)
     groups = {"tune": {"dev … blind5": TUNE}, "report": {"blind6 … blind9": REPORT}}.get(
-        args.splits, {"dev … blind5": TUNE, "blind6 … blind9": REPORT, "dev … blind9": SPLITS}
+        args.splits, {"dev … blind5": TUNE, "blind6 … blind9": REPORT, "dev … blind9": TUNE + REPORT}
     )
     sources, labels = load_jsonl(DATA / "extraction_sources.jsonl"), load_jsonl(DATA / "extraction_labels.jsonl")
     categorizers = ev.loso_categorizers(sources, labels)
