@@ -75,7 +75,8 @@ def pool(sources: list[dict[str, Any]], labels: list[dict[str, Any]], categorize
 
 
 class Judge:
-    """The chat model's yes/no under one prompt variant, cached on disk by (variant, title, sentence, and the GGUF when not the default)."""
+    """The chat model's yes/no under one prompt variant, cached on disk by (variant, title,
+    sentence, and the GGUF when not the default)."""
 
     def __init__(self, variant: str, cache: Path, model_path: str | None):
         self.variant, self.cache_path, self.model_path = variant, cache, model_path
