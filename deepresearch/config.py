@@ -299,11 +299,11 @@ class ResearchConfig(_Section):
         default_factory=lambda: list(_DEFAULT_MODEL_STEPS),
         description="Research steps that ask the chat model (plan: extra queries; extract: facts; reflect:"
         " follow-ups; answer: read the best evidence and answer in a few words, kept only when the evidence"
-        " states it; check: confirm each fact about to be stored stands alone, its 'no' drops the fact). Every"
+        " states it; check: confirm each source sentence about to be stored stands alone, its 'no' drops it). Every"
         " step has a deterministic path. [] = no model is loaded. Default [answer]: the only step that"
         " measurably pays with the default model (docs/BENCHMARKS.md, session 11). check is opt-in, for fewer,"
-        " surer facts: share of good stored facts 0.928 → 0.980, but 0.834 of the good ones kept, ~1.7 s per"
-        " judged fact (docs/BENCHMARKS.md, session 18).",
+        " surer facts: on splits it was not tuned on, stored facts that stand alone 0.93 → 0.95, keeping 0.81–0.88"
+        " of the good ones, ~1.5 s a source (docs/BENCHMARKS.md, session 18).",
     )
 
 

@@ -19,11 +19,12 @@ every sentence: fitted with titles only, "Marie Curie was born in Warsaw in 1867
 without a title and "SQLite WAL mode lets readers continue while a writer appends to the
 write-ahead log." 0.41 under the title "wal.md"; fitted on both, 0.64 and 0.63.
 
-With the `check` model step on (`research.model_steps`), the chat model confirms every sentence the check keeps
+With the `check` model step on (`research.model_steps`), the chat model confirms every source sentence the check keeps
 (`ModelCheck`, the STANDALONE_CHECK prompt: a yes/no under a JSON grammar): its "no" drops the sentence, an unusable
 answer leaves the check's decision, grammar's exemption is not asked (`ConfirmedCheck`). Off by default: with the
-default 1.5B model it raised the share of stored facts that stand alone, are claims and are complete from 0.928 to
-0.980 but kept 0.834 of the good ones, at ~1.7 s a judged sentence (docs/BENCHMARKS.md, session 18).
+default 1.5B model, on splits it was not tuned on, it raised the share of stored facts that stand alone from 0.93 to
+0.95 (blind10; blind6 … blind9 0.90 → 0.95) but kept 0.81–0.88 of the good ones, at ~1.5 s a source
+(docs/BENCHMARKS.md, session 18).
 """
 
 from __future__ import annotations
