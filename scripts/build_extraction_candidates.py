@@ -284,19 +284,20 @@ def _reference(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, REFERENCE_PAGES, "rustreference", "ref", lambda split, page, chunks: [len(chunks) // 3])
 
 
+# Where each documentation set's pages live (the url a labeled source carries: page path appended).
+DOC_URLS = {
+    "sqlite": "file:///usr/share/doc/sqlite3/",
+    "nodejs": "file:///usr/share/doc/nodejs/api/",
+    "rustbook": "https://doc.rust-lang.org/book/",
+    "cargobook": "https://doc.rust-lang.org/cargo/",
+    "rustcbook": "https://doc.rust-lang.org/rustc/",
+    "rustreference": "https://doc.rust-lang.org/reference/",
+}
+
+
 def _source(sid: str, corpus: str, split: str, title: str, text: str, url: str = "") -> dict[str, Any]:
-    if corpus == "sqlite":
-        url = f"file:///usr/share/doc/sqlite3/{url}"
-    elif corpus == "nodejs":
-        url = f"file:///usr/share/doc/nodejs/api/{url}"
-    elif corpus == "rustbook":
-        url = f"https://doc.rust-lang.org/book/{url}"
-    elif corpus == "cargobook":
-        url = f"https://doc.rust-lang.org/cargo/{url}"
-    elif corpus == "rustcbook":
-        url = f"https://doc.rust-lang.org/rustc/{url}"
-    elif corpus == "rustreference":
-        url = f"https://doc.rust-lang.org/reference/{url}"
+    if corpus in DOC_URLS:
+        url = DOC_URLS[corpus] + url
     elif corpus in ("hotpotqa", "musique"):
         url = "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
     else:
