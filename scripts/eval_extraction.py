@@ -155,17 +155,26 @@ def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]
     return out
 
 
+def timed_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """`loso_categorizers`, fitted (and the embedding model loaded) before timing, then embedding uncached."""
+    categorizers = loso_categorizers(sources, labels)
+    for categorizer in categorizers.values():
+        categorizer.categorize(["A warm-up sentence."])
+        categorizer.embedder = categorizer.standalone.embedder = categorizer.embedder.inner  # timed uncached
+    return categorizers
+
+
 def run_extractor(
     name: str,
     sources: list[dict[str, Any]],
     max_facts: int,
     labels: list[dict[str, Any]],
     check: Any = None,
-    fit_on: list[dict[str, Any]] | None = None,
+    categorizers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Stored facts per source (with seconds) for one extractor (`new`: with leave-one-split-out checks fitted on
-    the labels of `fit_on`, default `sources`; `check`, a models/standalone.py `ModelCheck`, confirms what the
-    learned check keeps: the `check` model step)."""
+    """Stored facts per source (with seconds) for one extractor (`new`: with `categorizers`, the leave-one-split-out
+    checks of `timed_categorizers`, fitted on `sources` when not given; `check`, a models/standalone.py
+    `ModelCheck`, confirms what the learned check keeps: the `check` model step)."""
     if name == "main":
         return run_main(sources, max_facts)
     if name == "baseline":
@@ -177,13 +186,10 @@ def run_extractor(
         from deepresearch.models import extract as new_module
         from deepresearch.models.standalone import ModelChecked
 
-        categorizers = loso_categorizers(fit_on or sources, labels)
-        for categorizer in categorizers.values():  # fitted (and the embedding model loaded) before timing
-            categorizer.categorize(["A warm-up sentence."])
-            categorizer.embedder = categorizer.standalone.embedder = categorizer.embedder.inner  # timed uncached
+        fitted = categorizers if categorizers is not None else timed_categorizers(sources, labels)
 
         def call(s: dict[str, Any]) -> Any:
-            categorizer = categorizers[s["split"]]
+            categorizer = fitted[s["split"]]
             return new_module.extract_facts(
                 s["text"], s["url"], topic=s["topic"], max_facts=max_facts, title=s["title"],
                 categorizer=categorizer if check is None else ModelChecked(categorizer, check),
@@ -404,10 +410,11 @@ def labeled_main(args: argparse.Namespace) -> None:
     every, labels = load_jsonl(args.sources), load_jsonl(args.labels)
     splits = tuple(args.splits or SPLITS)
     sources = [s for s in every if s["split"] in splits]  # the fits still use every split but the scored one
-    runs = {name: run_extractor(name, sources, args.max_facts, labels, fit_on=every) for name in EXTRACTORS}
+    fitted = timed_categorizers(every, labels)  # once: `new` and `new+check` share the fits
+    runs = {name: run_extractor(name, sources, args.max_facts, labels, categorizers=fitted) for name in EXTRACTORS}
     if args.judge:
         check = model_check(args.model)
-        runs["new+check"] = run_extractor("new", sources, args.max_facts, labels, check, every)
+        runs["new+check"] = run_extractor("new", sources, args.max_facts, labels, check, fitted)
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
