@@ -11,13 +11,14 @@ labeled by hand: stands alone, is a claim, is complete (not cut), category. Sour
 into tuning parts (dev, dev2, and blind3 since session 13's third round: looked at while the rules
 were designed; their claims are the category classifier's examples), parts whose failures were
 read in a later session (heldout, fresh, blind2, blind4, blind5, blind6, blind7, blind8: 43 sources, the Cargo
-book's pages among them; blind9: 32 sources, the rustc book's pages among them) and blind10 (43 sources, the Rust
-Reference's pages among them), labeled and committed in session 18 before any of that session's code ran on it.
+book's pages among them; blind9: 32 sources, the rustc book's pages among them; blind10: 43 sources, the Rust
+Reference's pages among them, labeled and committed in session 18 before any of that session's code ran on it).
 For each
 extractor (`baseline` = scripts/extraction_baseline.py, the extraction before issue 25; `main` =
 the extraction as of MAIN_COMMIT, run from git in a subprocess; `new` = deepresearch.models.extract,
 each split's sources extracted with a stands-alone check (models/standalone.py) and a category classifier
-fitted without that split's labels, blind10's being the shipped ones: `loso_categorizers`)
+fitted without that split's labels nor the excluded one's (build_standalone_weights.EXCLUDED, the split held
+out: its models are the shipped ones): `loso_categorizers`)
 and each split it prints:
 - stored facts, and how many of them match a labeled candidate (coverage; exact text, or the
   same source sentence with ≥ 85% of the content words both ways);
@@ -34,6 +35,8 @@ that split's claims), and with
 split: `new` with the `check` model step (the configured chat model confirms each sentence the stands-alone check
 keeps, models/standalone.py `ModelCheck`; its s/source includes the model's seconds). `--splits S…` extracts and
 prints only those splits (the leave-one-split-out fits still use every other split; no categorizer table).
+`--extractors` runs only some of baseline, main and new; `--threshold T…` sets the stands-alone check's threshold
+(every fit's and the shipped model's; several give a `new@T` row each); `--pooled S…` adds a row over those splits.
 `--issue-pages DIR` runs both extractions over every chunk of the issue's SQLite pages instead.
 
 The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
@@ -132,7 +135,8 @@ def split_examples(
 def loso_categorizers(sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split, a categorizer (category classifier and stands-alone model, models/standalone.py) fitted
     on the labeled candidates of the other splits as the shipped one is (build_standalone_weights), never on
-    the excluded split (blind10: its are the shipped ones): so each split is scored by models not trained on it."""
+    the excluded split (build_standalone_weights.EXCLUDED: its are the shipped ones): so each split is scored by
+    models not trained on it."""
     import build_standalone_weights as bsw
 
     from deepresearch.models import standalone
@@ -406,15 +410,42 @@ def model_check(model_path: str | None) -> Any:
     return ModelCheck(get_chat_model(llm))
 
 
+def set_threshold(categorizers: dict[str, Any], threshold: float) -> None:
+    """The stands-alone check's threshold for every leave-one-split-out fit and for the shipped model."""
+    from deepresearch.models.standalone import shipped_model
+
+    for model in [*(c.standalone.model for c in categorizers.values()), shipped_model()]:
+        if model is not None:
+            model.threshold = threshold
+
+
+def extract_runs(
+    args: argparse.Namespace, every: list[dict[str, Any]], sources: list[dict[str, Any]], labels: list[dict[str, Any]]
+) -> tuple[dict[str, Any], Any]:
+    """Stored facts per extractor of `--extractors` (`new` once per `--threshold`: `new@T` when there are several),
+    and `new+check` with `--judge` (at the first threshold); the model check, or None."""
+    fitted = timed_categorizers(every, labels) if "new" in args.extractors else {}  # once for every `new` row
+    runs = {}
+    for name in args.extractors:
+        for threshold in (args.threshold or [None]) if name == "new" else [None]:
+            if threshold is not None:
+                set_threshold(fitted, threshold)
+            label = f"new@{threshold:g}" if threshold is not None and len(args.threshold) > 1 else name
+            runs[label] = run_extractor(name, sources, args.max_facts, labels, categorizers=fitted)
+    check = None
+    if args.judge:
+        if args.threshold:
+            set_threshold(fitted, args.threshold[0])
+        check = model_check(args.model)
+        runs["new+check"] = run_extractor("new", sources, args.max_facts, labels, check, fitted)
+    return runs, check
+
+
 def labeled_main(args: argparse.Namespace) -> None:
     every, labels = load_jsonl(args.sources), load_jsonl(args.labels)
     splits = tuple(args.splits or SPLITS)
     sources = [s for s in every if s["split"] in splits]  # the fits still use every split but the scored one
-    fitted = timed_categorizers(every, labels)  # once: `new` and `new+check` share the fits
-    runs = {name: run_extractor(name, sources, args.max_facts, labels, categorizers=fitted) for name in EXTRACTORS}
-    if args.judge:
-        check = model_check(args.model)
-        runs["new+check"] = run_extractor("new", sources, args.max_facts, labels, check, fitted)
+    runs, check = extract_runs(args, every, sources, labels)
     columns = [
         ("extraction", "name"), ("split", "split"), ("sources", "sources"), ("stored", "stored"),
         ("labeled", "coverage"), ("stands alone", "standalone"), ("claim", "claim"), ("complete", "complete"),
@@ -422,8 +453,9 @@ def labeled_main(args: argparse.Namespace) -> None:
         ("facts/source", "facts_per_source"), ("s/source", "seconds_per_source"),
     ]  # fmt: skip
     rows = []
-    for split in (*splits, "all"):
-        chosen = [s for s in sources if split == "all" or s["split"] == split]
+    pooled = {"pooled": args.pooled} if args.pooled else {}
+    for split in (*splits, *pooled, "all"):
+        chosen = [s for s in sources if split == "all" or s["split"] in pooled.get(split, [split])]
         for name, run in runs.items():
             rows.append({"name": name, "split": split, **figures(run, chosen, labels)})
     print(f"{len(sources)} sources, {len(labels)} labeled candidates, max_facts={args.max_facts}")
@@ -431,7 +463,7 @@ def labeled_main(args: argparse.Namespace) -> None:
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row[k]) for _, k in columns) + " |")
-    if args.judge:
+    if check is not None:
         unusable = check.calls - check.kept - check.dropped
         print(f"new+check: {check.calls} model calls, {check.seconds / max(1, check.calls):.2f} s each (the first"
               f" evaluates the system prompt), {check.dropped} no, {unusable} unusable")  # fmt: skip
@@ -458,6 +490,13 @@ def main() -> None:
         "--judge", action="store_true", help="also a `new+check` row: `new` with the chat model's stands-alone check"
     )
     parser.add_argument("--splits", nargs="+", choices=SPLITS, help="only these splits (no categorizer table)")
+    parser.add_argument("--extractors", nargs="+", choices=EXTRACTORS, default=list(EXTRACTORS), help="rows to run")
+    parser.add_argument(
+        "--threshold", nargs="+", type=float, default=[],
+        help="the stands-alone check's threshold(s) for `new` (every fit and the shipped model; default: the shipped "
+        "file's); with several, a `new@T` row per threshold",
+    )  # fmt: skip
+    parser.add_argument("--pooled", nargs="+", choices=SPLITS, help="also a `pooled` row over these splits")
     parser.add_argument("--model", help="(--judge) GGUF name or path (default: the configured chat model)")
     parser.add_argument("--model-categories", help="also measure this GGUF choosing from the category enum")
     parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")
