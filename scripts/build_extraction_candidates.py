@@ -17,7 +17,8 @@ Node.js API documentation, `--node-doc`, for its documentation set) and a blind7
 with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation set) and a blind8 part (session 17:
 the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
 set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`) and a blind10 part
-(session 18: the same, with the Rust Reference, `--reference`):
+(session 18: the same, with the Rust Reference, `--reference`) and a blind11 part (session 19: the same, with the
+Rustonomicon, `--nomicon`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -84,15 +85,16 @@ HOTPOT_QUESTIONS = {
     "blind8": range(93, 99),
     "blind9": range(25, 30),
     "blind10": range(34, 40),
+    "blind11": range(44, 50),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
-    "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3,
+    "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
-    "blind10": range(26, 30),
+    "blind10": range(26, 30), "blind11": range(30, 34),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -114,6 +116,7 @@ SCIFACT_START = {
     "blind8": 0.4375,
     "blind9": 0.5625,
     "blind10": 0.6875,
+    "blind11": 0.3125,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -186,8 +189,28 @@ REFERENCE_PAGES = {
         "expressions/loop-expr.html",
     ]
 }
+# session 19's blind11 takes its documentation from a seventh set: the Rustonomicon (mdBook HTML, installed by rustup
+# next to the other books, `--nomicon`), one chunk a third of the way into each page.
+NOMICON_PAGES = {
+    "blind11": [
+        "repr-rust.html",
+        "other-reprs.html",
+        "exotic-sizes.html",
+        "subtyping.html",
+        "dropck.html",
+        "phantom-data.html",
+        "send-and-sync.html",
+        "atomics.html",
+        "races.html",
+        "transmutes.html",
+        "drop-flags.html",
+        "leaking.html",
+        "unwinding.html",
+        "exception-safety.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -284,6 +307,11 @@ def _reference(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, REFERENCE_PAGES, "rustreference", "ref", lambda split, page, chunks: [len(chunks) // 3])
 
 
+def _nomicon(folder: Path) -> list[dict[str, Any]]:
+    """One chunk per Rustonomicon page, a third of the way in."""
+    return _doc_chunks(folder, NOMICON_PAGES, "nomicon", "nom", lambda split, page, chunks: [len(chunks) // 3])
+
+
 # Where each documentation set's pages live (the url a labeled source carries: page path appended).
 DOC_URLS = {
     "sqlite": "file:///usr/share/doc/sqlite3/",
@@ -292,6 +320,7 @@ DOC_URLS = {
     "cargobook": "https://doc.rust-lang.org/cargo/",
     "rustcbook": "https://doc.rust-lang.org/rustc/",
     "rustreference": "https://doc.rust-lang.org/reference/",
+    "nomicon": "https://doc.rust-lang.org/nomicon/",
 }
 
 
@@ -342,7 +371,7 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
 
 
-def add_candidates(sources: list[dict[str, Any]], extractors: list[str]) -> int:
+def add_candidates(sources: list[dict[str, Any]], extractors: list[str], main_commit: str = "") -> int:
     """Append every unlabeled candidate of each source to the labels file; return how many."""
     rows = load_jsonl(LABELS)
     known = {(r["source"], normalize_text(r["fact"])) for r in rows}
@@ -351,7 +380,7 @@ def add_candidates(sources: list[dict[str, Any]], extractors: list[str]) -> int:
     if "main" in extractors:  # main's extraction (eval_extraction.MAIN_COMMIT), all sources in one process
         import eval_extraction
 
-        main_runs = eval_extraction.run_main(sources, 5)
+        main_runs = eval_extraction.run_main(sources, 5, main_commit or eval_extraction.MAIN_COMMIT)
     for source in sources:
         texts = sentence_candidates(source["text"])
         for which in extractors:
@@ -390,6 +419,8 @@ def main() -> None:
     parser.add_argument("--cargo-book", type=Path, help="folder of the Cargo book's HTML pages (blind8's docs)")
     parser.add_argument("--rustc-book", type=Path, help="folder of the rustc book's HTML pages (blind9's docs)")
     parser.add_argument("--reference", type=Path, help="folder of the Rust Reference's HTML pages (blind10's docs)")
+    parser.add_argument("--nomicon", type=Path, help="folder of the Rustonomicon's HTML pages (blind11's docs)")
+    parser.add_argument("--main-commit", default="", help="main's commit for `--extractors main` (eval's MAIN_COMMIT)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
@@ -400,12 +431,13 @@ def main() -> None:
         sources += _cargo(args.cargo_book) if args.cargo_book else []
         sources += _rustc(args.rustc_book) if args.rustc_book else []
         sources += _reference(args.reference) if args.reference else []
+        sources += _nomicon(args.nomicon) if args.nomicon else []
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)
     else:  # re-use the shipped sources (e.g. to add the new extraction's outputs)
         sources = load_jsonl(SOURCES)
-    added = add_candidates(sources, args.extractors)
+    added = add_candidates(sources, args.extractors, args.main_commit)
     print(f"{len(sources)} sources, {added} new candidates to label in {LABELS}")
 
 
