@@ -714,10 +714,8 @@ def test_the_shipped_labeled_set_has_each_blind_split_from_three_corpora(split):
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     blind = [s for s in sources if s["split"] == split]
     both = {"hotpotqa", "musique"}
-    wiki = {"blind5": {"musique"}, "blind6": {"musique"}, "blind8": both, "blind9": both, "blind10": both}.get(
-        split, {"hotpotqa"}
-    )
-    wiki = both if split == "blind11" else wiki
+    wiki = {"blind5": {"musique"}, "blind6": {"musique"}, "blind8": both, "blind9": both, "blind10": both}
+    wiki = {**wiki, "blind11": both}.get(split, {"hotpotqa"})
     docs = {"blind6": "nodejs", "blind7": "rustbook", "blind8": "cargobook", "blind9": "rustcbook"}.get(split, "sqlite")
     docs = {"blind10": "rustreference", "blind11": "nomicon"}.get(split, docs)
     assert len(blind) >= 15 and {s["corpus"] for s in blind} == {"scifact", *wiki, docs}
