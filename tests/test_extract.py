@@ -366,6 +366,11 @@ def test_edge_helpers():
     assert not starts_like_sentence("database or not at all.") and starts_like_sentence("iPhone sales rose.")
     assert not ends_like_sentence("with the addition that.") and ends_like_sentence('He said "yes."')
     assert not ends_like_sentence('Elwyn Brooks "E.') and ends_like_sentence("SQLite is written in C.")
+    # a name's first initial after "by" or "the" is a cut (session 19); a letter after other words ends sentences
+    assert not ends_like_sentence("Navvulata is a 1998 Telugu comedy film, produced by D.")
+    assert not ends_like_sentence("Her family owned the J.")
+    assert ends_like_sentence("Recommendations vary for vitamin D.")
+    assert ends_like_sentence("It is a coercion site to U.")
 
 
 def test_a_pronoun_is_resolved_to_the_passage_subject_only_when_certain():

@@ -95,9 +95,11 @@ _TRAILING_FUNCTION_WORD = re.compile(
     re.IGNORECASE,
 )
 # "Elwyn Brooks "E. B. White" and "(c. 1020 – c. 1069)": the splitter cuts after initials.
-# (an initial after a capitalized word, a quote, another initial or nothing; "c." for circa)
+# (an initial after a capitalized word, a quote, another initial, "by" or "the", or nothing; "c." for circa.
+# "produced by D.", "whose family owned the J.": a name's first initial there, cut; "vitamin D.", "in C." and
+# "a coercion site to U." end sentences — session 19, the labeled set's candidates ending on an initial)
 _ENDS_WITH_INITIAL = re.compile(
-    r"(?:(?:^|[\s(\[\"'“])(?:c|ca|vol|no)|(?:^|[A-Z][\w'’\-]*\s+|[\"“(]|[A-Z]\.\s*)[A-Z])\.$"
+    r"(?:(?:^|[\s(\[\"'“])(?:c|ca|vol|no)|(?:^|[A-Z][\w'’\-]*\s+|(?:^|\s)(?:[Bb]y|[Tt]he)\s+|[\"“(]|[A-Z]\.\s*)[A-Z])\.$"
 )
 
 
