@@ -45,6 +45,9 @@ LEAD = "SQLite is an embedded SQL database engine written in C. "
         # a definite subject with an ordinal, a parenthesis in it
         "The first (query) form will return the synchronous setting as an integer.",
         'We call this "materializing" the subquery.',
+        # a demonstrative standing for what came before (session 19)
+        "An example of that is UnsafeCell, which can be transmuted into the type it wraps.",
+        "Only generic types need to worry about this.",
         "All the foreign key examples presented so far have been of immediate foreign key constraints.",
     ],
 )
