@@ -299,6 +299,22 @@ def _save_runs(kept: Path | None, saved: dict[int, tuple[str, dict]]) -> None:
         (kept / "runs.json").write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
 
 
+def _warn_other_options(store: Any, run_ids: list[str]) -> None:
+    """Say so when kept runs were made with other research options than today's config: a reader re-reads a run
+    with the options its checkpoint carries (an environment override reaches only runs made afresh)."""
+    from dataclasses import asdict
+
+    from deepresearch.config import load_config
+    from deepresearch.research.state import RunOptions
+
+    now = asdict(RunOptions.from_config(load_config()))
+    for run_id in run_ids[:1]:  # one run tells: every kept run of a folder was made with one config
+        kept = asdict(store.load_state(run_id).options)
+        other = {k: (kept[k], v) for k, v in now.items() if kept.get(k) != v}
+        if other:
+            print(f"warning: the kept runs were made with other options (kept, now): {other}", file=sys.stderr)
+
+
 def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles: dict[str, str], rows: dict) -> list:
     """The run id of each question's extractive run (kept ones from `--runs-dir` re-used); rows["extractive"]."""
     from deepresearch.research.loop import run_research
@@ -308,6 +324,8 @@ def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles
     deps = build_deps(ws, options_from_config(ws))
     deps.model = None
     saved = _saved_runs(args.runs_dir)
+    kept = [saved[args.start + i][0] for i in range(len(items)) if args.start + i in saved]
+    _warn_other_options(RunStore(ws.db), kept)
     runs = []
     for i, item in enumerate(items, 1):
         index = args.start + i - 1
