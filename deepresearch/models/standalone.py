@@ -24,7 +24,8 @@ facts — research's readers give a page's heading or first line).
 The threshold was chosen on stored facts against issue 25's target (≥ 0.95 stand alone): the lowest of 0.5 … 0.7
 at which the facts stored from blind6 … blind10, each split extracted with a check fitted without it, stand alone at
 ≥ 0.95. At 0.7 they do, 0.954 (0.910 at 0.5); the price is fewer facts: 0.79 a source instead of 1.01, 124 good
-facts stored instead of 151 (docs/BENCHMARKS.md, session 19).
+facts stored instead of 151. Read once afterwards, the blind11 split's stored facts stood alone at 0.93 (0.84 with
+0.5 and the fit before blind10 joined) (docs/BENCHMARKS.md, session 19).
 
 With the `check` model step on (`research.model_steps`), the chat model confirms every source sentence the check keeps
 (`ModelCheck`, the STANDALONE_CHECK prompt: a yes/no under a JSON grammar): its "no" drops the sentence, an unusable
