@@ -30,9 +30,9 @@ facts stored instead of 151. Read once afterwards, the blind11 split's stored fa
 With the `check` model step on (`research.model_steps`), the chat model confirms every source sentence the check keeps
 (`ModelCheck`, the STANDALONE_CHECK prompt: a yes/no under a JSON grammar): its "no" drops the sentence, an unusable
 answer leaves the check's decision, grammar's exemption is not asked (`ConfirmedCheck`). Off by default: with the
-default 1.5B model, on splits it was not tuned on, behind the check at its earlier threshold 0.5, it raised the share
-of stored facts that stand alone from 0.93 to 0.95 (blind10; blind6 … blind9 0.90 → 0.95) but kept 0.81–0.88 of the
-good ones, at ~1.5 s a source (docs/BENCHMARKS.md, session 18; not measured behind 0.7).
+default 1.5B model behind the check at 0.7, the stored facts of blind6 … blind10 (each split by fits without it)
+stand alone 0.95 → 0.96, a sixth fewer of them, at ~1 s a source (docs/BENCHMARKS.md, session 19; behind the earlier
+0.5 it raised blind10's share from 0.93 to 0.95, keeping 0.88 of the good ones, session 18).
 """
 
 from __future__ import annotations
