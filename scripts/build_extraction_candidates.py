@@ -282,34 +282,20 @@ def _sqlite(folder: Path) -> list[dict[str, Any]]:
     return _doc_chunks(folder, SQLITE_PAGES, "sqlite", "sqlite", _sqlite_picks)
 
 
-def _node(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per Node.js API page, a third of the way in."""
-    return _doc_chunks(folder, NODE_PAGES, "nodejs", "node", lambda split, page, chunks: [len(chunks) // 3])
+# The documentation sets after SQLite's: one chunk per page, a third of the way in. Option → (its pages, corpus,
+# id prefix, help); main() adds them after MuSiQue's paragraphs in this order.
+ONE_CHUNK_SETS = {
+    "node_doc": (NODE_PAGES, "nodejs", "node", "folder of the Node.js API HTML pages (blind6's documentation)"),
+    "rust_book": (RUST_PAGES, "rustbook", "rust", "folder of the Rust book's HTML chapters (blind7's docs)"),
+    "cargo_book": (CARGO_PAGES, "cargobook", "cargo", "folder of the Cargo book's HTML pages (blind8's docs)"),
+    "rustc_book": (RUSTC_PAGES, "rustcbook", "rustc", "folder of the rustc book's HTML pages (blind9's docs)"),
+    "reference": (REFERENCE_PAGES, "rustreference", "ref", "folder of the Rust Reference's pages (blind10's docs)"),
+    "nomicon": (NOMICON_PAGES, "nomicon", "nom", "folder of the Rustonomicon's HTML pages (blind11's docs)"),
+}
 
 
-def _rust(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per Rust book chapter, a third of the way in."""
-    return _doc_chunks(folder, RUST_PAGES, "rustbook", "rust", lambda split, page, chunks: [len(chunks) // 3])
-
-
-def _cargo(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per Cargo book page, a third of the way in."""
-    return _doc_chunks(folder, CARGO_PAGES, "cargobook", "cargo", lambda split, page, chunks: [len(chunks) // 3])
-
-
-def _rustc(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per rustc book page, a third of the way in."""
-    return _doc_chunks(folder, RUSTC_PAGES, "rustcbook", "rustc", lambda split, page, chunks: [len(chunks) // 3])
-
-
-def _reference(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per Rust Reference page, a third of the way in."""
-    return _doc_chunks(folder, REFERENCE_PAGES, "rustreference", "ref", lambda split, page, chunks: [len(chunks) // 3])
-
-
-def _nomicon(folder: Path) -> list[dict[str, Any]]:
-    """One chunk per Rustonomicon page, a third of the way in."""
-    return _doc_chunks(folder, NOMICON_PAGES, "nomicon", "nom", lambda split, page, chunks: [len(chunks) // 3])
+def _a_third_in(split: str, page: str, chunks: list[str]) -> list[int]:
+    return [len(chunks) // 3]
 
 
 # Where each documentation set's pages live (the url a labeled source carries: page path appended).
@@ -414,24 +400,17 @@ def main() -> None:
     parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json")
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
     parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
-    parser.add_argument("--node-doc", type=Path, help="folder of the Node.js API HTML pages (blind6's documentation)")
-    parser.add_argument("--rust-book", type=Path, help="folder of the Rust book's HTML chapters (blind7's docs)")
-    parser.add_argument("--cargo-book", type=Path, help="folder of the Cargo book's HTML pages (blind8's docs)")
-    parser.add_argument("--rustc-book", type=Path, help="folder of the rustc book's HTML pages (blind9's docs)")
-    parser.add_argument("--reference", type=Path, help="folder of the Rust Reference's HTML pages (blind10's docs)")
-    parser.add_argument("--nomicon", type=Path, help="folder of the Rustonomicon's HTML pages (blind11's docs)")
+    for dest, (*_, help_text) in ONE_CHUNK_SETS.items():
+        parser.add_argument(f"--{dest.replace('_', '-')}", type=Path, help=help_text)
     parser.add_argument("--main-commit", default="", help="main's commit for `--extractors main` (eval's MAIN_COMMIT)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)
         sources += _musique(args.musique) if args.musique else []
-        sources += _node(args.node_doc) if args.node_doc else []
-        sources += _rust(args.rust_book) if args.rust_book else []
-        sources += _cargo(args.cargo_book) if args.cargo_book else []
-        sources += _rustc(args.rustc_book) if args.rustc_book else []
-        sources += _reference(args.reference) if args.reference else []
-        sources += _nomicon(args.nomicon) if args.nomicon else []
+        for dest, (pages, corpus, prefix, _) in ONE_CHUNK_SETS.items():
+            folder = getattr(args, dest)
+            sources += _doc_chunks(folder, pages, corpus, prefix, _a_third_in) if folder else []
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)
