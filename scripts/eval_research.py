@@ -299,20 +299,18 @@ def _save_runs(kept: Path | None, saved: dict[int, tuple[str, dict]]) -> None:
         (kept / "runs.json").write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
 
 
-def _warn_other_options(store: Any, run_ids: list[str]) -> None:
-    """Say so when kept runs were made with other research options than today's config: a reader re-reads a run
-    with the options its checkpoint carries (an environment override reaches only runs made afresh)."""
+def _warn_other_options(store: Any, run_ids: list[str], now: Any) -> None:
+    """Say so when kept runs were made with other research options (`now`: today's config's): a reader re-reads a
+    run with the options its checkpoint carries (an environment override reaches only runs made afresh). One run
+    tells: every kept run of a folder was made with one config."""
     from dataclasses import asdict
 
-    from deepresearch.config import load_config
-    from deepresearch.research.state import RunOptions
-
-    now = asdict(RunOptions.from_config(load_config()))
-    for run_id in run_ids[:1]:  # one run tells: every kept run of a folder was made with one config
-        kept = asdict(store.load_state(run_id).options)
-        other = {k: (kept[k], v) for k, v in now.items() if kept.get(k) != v}
-        if other:
-            print(f"warning: the kept runs were made with other options (kept, now): {other}", file=sys.stderr)
+    if not run_ids:
+        return
+    kept, today = asdict(store.load_state(run_ids[0]).options), asdict(now)
+    other = {k: (kept.get(k), v) for k, v in today.items() if kept.get(k) != v}
+    if other:
+        print(f"warning: the kept runs were made with other options (kept, now): {other}", file=sys.stderr)
 
 
 def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles: dict[str, str], rows: dict) -> list:
@@ -321,16 +319,17 @@ def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles
     from deepresearch.research.runs import RunStore
     from deepresearch.research.wiring import build_deps, options_from_config
 
-    deps = build_deps(ws, options_from_config(ws))
+    options = options_from_config(ws)
+    deps = build_deps(ws, options)
     deps.model = None
     saved = _saved_runs(args.runs_dir)
     kept = [saved[args.start + i][0] for i in range(len(items)) if args.start + i in saved]
-    _warn_other_options(RunStore(ws.db), kept)
+    _warn_other_options(RunStore(ws.db), kept, options)
     runs = []
     for i, item in enumerate(items, 1):
         index = args.start + i - 1
         if index not in saved:
-            result = run_research(ws, item["question"], options_from_config(ws), deps=deps)
+            result = run_research(ws, item["question"], options, deps=deps)
             row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
             saved[index] = (result.run_id, row)
             _save_runs(args.runs_dir, saved)

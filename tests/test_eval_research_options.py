@@ -27,11 +27,11 @@ def _kept_run(home: Path, **options: object) -> tuple[RunStore, str]:
 def test_a_kept_run_with_other_options_is_named(tmp_path, capsys):
     # session 19: a reader "with 350 tokens" re-read checkpoints made with 500 and the hop read on
     store, run_id = _kept_run(tmp_path, second_read=not RunOptions().second_read)
-    eval_research._warn_other_options(store, [run_id])
+    eval_research._warn_other_options(store, [run_id], RunOptions())
     assert "second_read" in capsys.readouterr().err
 
 
 def test_kept_runs_with_todays_options_say_nothing(tmp_path, capsys):
     store, run_id = _kept_run(tmp_path)
-    eval_research._warn_other_options(store, [run_id])
+    eval_research._warn_other_options(store, [run_id], RunOptions())
     assert capsys.readouterr().err == ""
