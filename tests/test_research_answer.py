@@ -165,3 +165,31 @@ def test_the_readme_question_answers_from_the_wal_passage_only(home, real_embedd
     cited = {urls[int(n)] for n in re.findall(r"\[(\d+)\]", answer)}
     assert cited == {f"file://{corpus / 'sqlite-wal.md'}"}, answer
     assert "readers do not block writers" in answer and "sqlite-vec" not in answer
+
+
+def test_an_either_or_question_about_a_property_picks_the_option_whose_passage_states_more_of_it():
+    from deepresearch.research.answer import choose_option
+
+    texts = {
+        "Mark Kingsley": "Mark Kingsley (born 1958) is an English musician and singer of Level 43.",
+        "Nick Hexley": "Nick Hexley (born 1970) is an American singer-songwriter with a mezzo-soprano vocal range.",
+        "Nick Hexley: The Biography": "Nick Hexley: The Biography is a book about a singer.",
+    }
+
+    def chosen(question: str) -> str | None:
+        state = ResearchState("r", question, RunOptions())
+        state.sources = [Source(f"S{i}", f"file:///{i}", t, x, question, i) for i, (t, x) in enumerate(texts.items())]
+        found = choose_option(state, [s.sid for s in state.sources])
+        return found.text if found else None
+
+    # Its own passage (by title, not the book about it) states "American" as well as "singer".
+    assert chosen("Which singer is American, Mark Kingsley or Nick Hexley?") == "Nick Hexley"
+    # Hyphenated words count by their parts: "singer-songwriter" states "songwriter".
+    assert chosen("Which songwriter has a mezzo-soprano range, Mark Kingsley or Nick Hexley?") == "Nick Hexley"
+    # Each passage states an asked word the other does not: undecided, the run abstains.
+    assert chosen("Which English songwriter is it, Mark Kingsley or Nick Hexley?") is None
+    # A ranking no passage states is not decided by who states more words.
+    assert chosen("Which singer is more famous, Mark Kingsley or Nick Hexley?") is None
+    # "More than 300" is a property, not a ranking.
+    texts["Mark Kingsley"] += " He has written more than 300 songs."
+    assert chosen("Who has written more than 300 songs, Mark Kingsley or Nick Hexley?") == "Mark Kingsley"

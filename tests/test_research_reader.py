@@ -380,3 +380,13 @@ def test_the_passage_stating_most_of_the_question_is_cited_only_when_no_cited_on
     state.sources.append(Source("S7", "file:///c/7", "Climate", stated2, "q", 1, sentences=[Sentence(stated2, 0, 0)]))
     assert question_shares(state, ["S6"])["S6"] >= 0.3
     assert "S7" not in supporting_passages(state, right, [*pool, "S7"])
+
+
+def test_a_page_titles_disambiguation_is_dropped_from_the_answer():
+    question = "What 1944 film was the singer's mother in?"
+    state = ResearchState("r", question, RunOptions())
+    text = "Geet is a 1944 Indian film in which Nirmala Devi sang."
+    state.sources = [Source("S1", "file:///a", "Geet (1944 film)", text, question, 0)]
+    evidence = [("S1", "S1", "Geet (1944 film)", text)]
+    kept = check_reading({"answer": "Geet (1944 film)", "sources": ["S1"]}, state, evidence)
+    assert kept is not None and kept["text"] == "Geet"

@@ -98,6 +98,25 @@ def test_either_or_questions_are_found_without_a_comma_and_after_between():
     assert choice_options("Who wrote 1984 or Animal Farm first?") == []
 
 
+def test_either_or_options_lose_their_quotes_and_are_found_mid_question_and_after_lead_words():
+    assert choice_options('Which movie came out first, "Bambi" or "Underdog"?') == ["Bambi", "Underdog"]
+    assert choice_options("Which album came first, “Talk That Talk” or “Loud”?") == ["Talk That Talk", "Loud"]
+    assert choice_options("Which breed, Chinese Chongqing Dog or Kanni, is used for hunting?") == [
+        "Chinese Chongqing Dog",
+        "Kanni",
+    ]
+    assert choice_options("Between two bands Audioslave and Bodyjar, which group formed earlier?") == [
+        "Audioslave",
+        "Bodyjar",
+    ]
+    assert choice_options("In between Alma College and Bruno Institute which was founded first?") == [
+        "Alma College",
+        "Bruno Institute",
+    ]
+    # A side that does not open on a name is no option.
+    assert choice_options("Which actor, born in 1950 or 1951, starred in Alien?") == []
+
+
 def test_names_keep_inner_small_words_but_not_sentence_starts_or_and():
     assert names_in("The journal is published by the Society for the Exploration of Psychotherapy Integration.") == [
         "Society for the Exploration of Psychotherapy Integration"

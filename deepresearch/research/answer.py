@@ -82,28 +82,43 @@ def question_type(question: str) -> str:
 
 def choice_options(question: str) -> list[str]:
     """The two named options of an either-or question (empty when there are none): "…, A or B?",
-    and, in a comparison (first, older, more, … — not "the first …"), "Between A and B, which …?"
-    and "… A or B?" with no comma, each option then the run of capitalized words that ends its
-    side ("Which band was formed first The Exies or Circus Diablo?")."""
+    "Which X, A or B, is …?", and, in a comparison (first, older, more, … — not "the first …"),
+    "Between [two bands] A and B[,] which …?" and "… A or B?" with no comma, each option then the run
+    of capitalized words that ends its side ("Which band was formed first The Exies or Circus
+    Diablo?"). Quotes around an option are not part of it ("Bambi" or "Underdog")."""
     q = question.strip()
-    comma = re.search(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$", q)
-    between = _BETWEEN.match(q) if _COMPARATIVE.search(q) else None
-    found = comma or between
-    if found:
-        options = [found.group(1).strip(), found.group(2).strip()]
+    comma = _COMMA_OPTIONS.search(q) or _MIDDLE_OPTIONS.match(q)
+    between = _BETWEEN.search(q) if _COMPARATIVE.search(q) else None
+    if comma:
+        options = [_unquoted(comma.group(1)), _unquoted(comma.group(2))]
+    elif between:
+        options = [_name_run(_unquoted(between.group(1)), 0), _unquoted(between.group(2))]
     elif (
         _COMPARES.search(q) and q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose")
     ):
         before, after = q.rstrip("? ").split(" or ")
-        options = [_name_run(before, 1), _name_run(after, 0)]
+        options = [_unquoted(_name_run(before, 1)), _unquoted(_name_run(after, 0))]
     else:
         return []
     return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
 
 
-# "Between A and B, which/who …" (one "and" on each side: "Simon and Garfunkel and …" is not certain)
+def _unquoted(option: str) -> str:
+    return option.strip().strip(_QUOTES).strip()
+
+
+_QUOTES = "\"'“”‘’"
+# "…, A or B?" (or ": A or B?"), and "Which breed, A or B, is used for hunting?"
+_COMMA_OPTIONS = re.compile(r"(?:,|:)\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*\?*$")
+_MIDDLE_OPTIONS = re.compile(
+    r"(?i:which|who|what)\b[^,?]*,\s*(?:the\s+)?([^,?]+?)\s+or\s+(?:the\s+)?([^,?]+?)\s*,\s*[a-z][^,?]*\?\s*$"
+)
+
+
+# "Between A and B, which/who …" (one "and" on each side: "Simon and Garfunkel and …" is not certain);
+# the comma may be missing, and words before the first name are not part of it ("two bands Audioslave").
 _BETWEEN = re.compile(
-    r"between\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,\s*(?:which|who)\b",
+    r"\bbetween\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,?\s*(?:which|who)\b",
     re.I,
 )
 _COMPARATIVE = re.compile(
@@ -277,8 +292,8 @@ def _passage_of(name: str, sources: list[Source]) -> Source | None:
     name_stems = stems(name)
     titled = [s for s in sources if s.title and stems(s.title) and stems(s.title) <= name_stems | stems(s.title)]
     exact = [s for s in titled if stems(s.title) == name_stems or name.lower() in s.title.lower()]
-    if exact:
-        return exact[0]
+    if exact:  # "John le Carré" before "John le Carré: The Biography"
+        return min(exact, key=lambda s: (s.title.lower() != name.lower(), stems(s.title) != name_stems))
     mentions = [(s.text.lower().count(name.lower()), i) for i, s in enumerate(sources)]
     best = max(mentions, default=(0, -1))
     return sources[best[1]] if best[0] else None
@@ -330,25 +345,70 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
 
 
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
-    """For "…, A or B?" asking which came first or later: the option whose passage's first-stated year
-    fits. None when the question compares anything else ("larger", "more popular") or the years do
-    not decide: the run abstains (reader.READ_OPTIONS; the first option, printed before, was right
+    """For an either-or question, the option its passages decide (its own passage, found by title):
+    asking which came first or later, the option whose passage's first-stated year fits; asking
+    which has a property ("Which singer is American, A or B?"), the option whose passage states
+    every asked word the other's does and more (ATTRIBUTE_OPTIONS). None when the question ranks
+    anything else ("larger", "more popular": no passage states the ranking) or the passages do not
+    decide: the run abstains (reader.READ_OPTIONS; the first option, printed before, was right
     1 time in 4)."""
     options = choice_options(state.topic)
     sources = [state.source_by_sid()[sid] for sid in passages]
     found = [(o, _passage_of(o, sources)) for o in options]
-    if not found or any(src is None for _, src in found):
+    if not found or any(src is None for _, src in found) or found[0][1] is found[1][1]:
         return None
-    years = []
-    for _, src in found:
-        assert src is not None
-        match = _YEAR.search(src.text)
-        years.append(int(match.group(1)) if match else None)
-    if None in years or years[0] == years[1] or not (_EARLIER.search(state.topic) or _LATER.search(state.topic)):
+    texts = [src.text for _, src in found if src is not None]
+    if _EARLIER.search(state.topic) or _LATER.search(state.topic):
+        pick = _by_year(state.topic, texts)
+    elif ATTRIBUTE_OPTIONS and not _COMPARATIVE.search(_THRESHOLD.sub("", state.topic)):
+        pick = _by_attribute(state.topic, options, texts)
+    else:
+        pick = None
+    if pick is None:
         return None
-    earlier = 0 if years[0] < years[1] else 1  # type: ignore[operator]
-    pick = earlier if _EARLIER.search(state.topic) else 1 - earlier
     option, src = found[pick]
     assert src is not None
     support = [s.sid for _, s in found if s is not None]
     return Candidate(option, 1.0, _first_sentence(src), src.sid, support, "choice")
+
+
+# Decide "Which X is Y, A or B?" by the asked words each option's passage states (measured on the
+# tuning reads of HotpotQA, docs/BENCHMARKS.md session 20); off, such a question abstains.
+ATTRIBUTE_OPTIONS = True
+_THRESHOLD = re.compile(r"\b(?:more|less|fewer)\s+than\s+\d[\d,]*", re.I)  # "more than 300 papers" is a property
+
+
+def _by_year(question: str, texts: list[str]) -> int | None:
+    """The option (0 or 1) whose passage's first-stated year is the earlier (or the later) one."""
+    years = []
+    for text in texts:
+        match = _YEAR.search(text)
+        years.append(int(match.group(1)) if match else None)
+    if years[0] is None or years[1] is None or years[0] == years[1]:
+        return None
+    earlier = 0 if years[0] < years[1] else 1
+    return earlier if _EARLIER.search(question) else 1 - earlier
+
+
+def _by_attribute(question: str, options: list[str], texts: list[str]) -> int | None:
+    """The option whose passage states a strict superset of the question's asked words (its own
+    words but the options'): "American" and "singer" for Nick Hexum, only "singer" for Mark King."""
+    asked = _all_stems(question) - _all_stems(" ".join(options))
+    held = [{w for w in asked if _states_stem(w, _all_stems(text))} for text in texts]
+    if held[0] > held[1]:
+        return 0
+    if held[1] > held[0]:
+        return 1
+    return None
+
+
+def _all_stems(text: str) -> set[str]:
+    """Stems of `text`'s words and of their hyphenated parts ("singer-songwriter": songwriter too)."""
+    return stems(text) | stems(text.replace("-", " "))
+
+
+def _states_stem(word: str, text_stems: set[str]) -> bool:
+    """`word`'s stem is among `text_stems`, or one starts the other ("japan", "japane(se)")."""
+    if word in text_stems:
+        return True
+    return len(word) >= 4 and any(len(t) >= 4 and (t.startswith(word) or word.startswith(t)) for t in text_stems)

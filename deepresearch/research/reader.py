@@ -113,6 +113,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
         return None
     text = data["answer"].strip().strip(".,;:").strip()  # a span cut from a sentence keeps no dangling mark
+    text = _AFTERWORD.sub("", text) or text  # "Geet (1944 film)": a title's disambiguation is not the name
     if text[:1].islower() and len(text.split()) > 3:
         text = text[0].upper() + text[1:]  # a clause read as the answer opens like a sentence
     ids = [i for i in data.get("sources") or [] if isinstance(i, str)]
@@ -149,6 +150,9 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         "method": "reader",
         "sentence": sentence,
     }
+
+
+_AFTERWORD = re.compile(r"\s+\([^()]*\)$")
 
 
 def where_stated(state: ResearchState, text: str, cited: list[str], pool: list[str]) -> tuple[str, list[str]]:
