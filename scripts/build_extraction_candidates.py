@@ -214,7 +214,7 @@ NOMICON_PAGES = {
 }
 # session 20's blind12 takes its documentation from an eighth set, of another kind than the Rust, Node.js and SQLite
 # ones: the Valgrind user manual (a C tool's manual: Debian's HTML in /usr/share/doc/valgrind/html, `--valgrind`), one
-# chunk a third of the way into each of its tools' chapters and core chapters (not the index, licence, FAQ or dist pages).
+# chunk a third of the way into each of its tools' and core chapters (not the index, licence, FAQ or dist pages).
 VALGRIND_PAGES = {
     "blind12": [
         "manual-intro.html",
