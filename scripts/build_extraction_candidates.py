@@ -18,7 +18,7 @@ with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation
 the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
 set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`) and a blind10 part
 (session 18: the same, with the Rust Reference, `--reference`) and a blind11 part (session 19: the same, with the
-Rustonomicon, `--nomicon`):
+Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -86,15 +86,17 @@ HOTPOT_QUESTIONS = {
     "blind9": range(25, 30),
     "blind10": range(34, 40),
     "blind11": range(44, 50),
+    "blind12": range(54, 60),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
+    "blind12": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
-    "blind10": range(26, 30), "blind11": range(30, 34),
+    "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -117,6 +119,7 @@ SCIFACT_START = {
     "blind9": 0.5625,
     "blind10": 0.6875,
     "blind11": 0.3125,
+    "blind12": 0.1875,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -209,8 +212,29 @@ NOMICON_PAGES = {
         "exception-safety.html",
     ]
 }
+# session 20's blind12 takes its documentation from an eighth set, of another kind than the Rust, Node.js and SQLite
+# ones: the Valgrind user manual (a C tool's manual: Debian's HTML in /usr/share/doc/valgrind/html, `--valgrind`), one
+# chunk a third of the way into each of its tools' and core chapters (not the index, licence, FAQ or dist pages).
+VALGRIND_PAGES = {
+    "blind12": [
+        "manual-intro.html",
+        "quick-start.html",
+        "manual-core.html",
+        "manual-core-adv.html",
+        "manual-writing-tools.html",
+        "mc-manual.html",
+        "cg-manual.html",
+        "cl-manual.html",
+        "hg-manual.html",
+        "drd-manual.html",
+        "ms-manual.html",
+        "dh-manual.html",
+        "lk-manual.html",
+        "bbv-manual.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -291,6 +315,7 @@ ONE_CHUNK_SETS = {
     "rustc_book": (RUSTC_PAGES, "rustcbook", "rustc", "folder of the rustc book's HTML pages (blind9's docs)"),
     "reference": (REFERENCE_PAGES, "rustreference", "ref", "folder of the Rust Reference's pages (blind10's docs)"),
     "nomicon": (NOMICON_PAGES, "nomicon", "nom", "folder of the Rustonomicon's HTML pages (blind11's docs)"),
+    "valgrind": (VALGRIND_PAGES, "valgrind", "vg", "folder of the Valgrind manual's HTML pages (blind12's docs)"),
 }
 
 
@@ -307,6 +332,7 @@ DOC_URLS = {
     "rustcbook": "https://doc.rust-lang.org/rustc/",
     "rustreference": "https://doc.rust-lang.org/reference/",
     "nomicon": "https://doc.rust-lang.org/nomicon/",
+    "valgrind": "file:///usr/share/doc/valgrind/html/",
 }
 
 

@@ -35,9 +35,10 @@ FLAGS = ("standalone", "claim", "complete")
 # blind9: session 17's second round, the same (SciFact, HotpotQA and MuSiQue paragraphs, the rustc book's pages).
 # blind10: session 18, the same (SciFact, HotpotQA and MuSiQue paragraphs, the Rust Reference's pages).
 # blind11: session 19, the same (SciFact, HotpotQA and MuSiQue paragraphs, the Rustonomicon's pages).
+# blind12: session 20, the same (SciFact, HotpotQA and MuSiQue paragraphs, the Valgrind user manual's pages).
 SPLITS = (
     "dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8", "blind9",
-    "blind10", "blind11",
+    "blind10", "blind11", "blind12",
 )  # fmt: skip
 
 
