@@ -61,7 +61,7 @@ def test_second_hop_is_reached_through_a_name_in_the_first_document(workspace, f
     assert "Mara Quell" in [hop["entity"] for hop in state.hops.values()]
 
 
-def test_yes_no_comparison_is_answered_from_both_passages(workspace, fake_embedder):
+def test_yes_no_comparison_is_yes_from_both_passages_and_never_no_for_a_missing_word(workspace, fake_embedder):
     docs = {
         "file:///corpus/alma.md": "Alma Reyes is a Chilean painter known for her large murals.",
         "file:///corpus/bruno.md": "Bruno Tal is an Israeli painter and sculptor.",
@@ -75,9 +75,11 @@ def test_yes_no_comparison_is_answered_from_both_passages(workspace, fake_embedd
     yes = ask("Are Alma Reyes and Bruno Tal both painters?")
     assert _answer_section(yes.report).strip().startswith("**Yes.**")
     assert {"file:///corpus/alma.md", "file:///corpus/bruno.md"} <= _cited_urls(yes)
-    no = ask("Are Alma Reyes and Carl Moss both painters?")
-    assert _answer_section(no.report).strip().startswith("**No.**")
-    assert "Carl Moss is a British jazz drummer" in _answer_section(no.report)
+    # One lead sentence without the predicate word is no "No" (it may use a synonym): with no model to read
+    # it the run abstains and shows both passages' sentences.
+    unsure = ask("Are Alma Reyes and Carl Moss both painters?")
+    assert unsure.short_answer is None and "**" not in _answer_section(unsure.report)
+    assert "Carl Moss is a British jazz drummer" in _answer_section(unsure.report)
 
 
 def test_only_facts_related_to_the_question_are_stored(workspace, fake_embedder):

@@ -117,6 +117,21 @@ def test_either_or_options_lose_their_quotes_and_are_found_mid_question_and_afte
     assert choice_options("Which actor, born in 1950 or 1951, starred in Alien?") == []
 
 
+def test_a_yes_no_opening_whose_subject_is_one_of_two_names_is_an_either_or_question():
+    assert choice_options("Did Qionghai or Suining have a population of 658,798 in 2002?") == ["Qionghai", "Suining"]
+    assert choice_options("Is the Marsilea or the Brabejum the genus of more species?") == ["Marsilea", "Brabejum"]
+    assert choice_options("Does the genus Cunninghamia or Chilopsis contain only one species?") == [
+        "Cunninghamia",
+        "Chilopsis",
+    ]
+    assert question_type("Was the Bank of England or the Fed founded first?") == "choice"
+    # The names are not the subject, or one side is no name: a yes/no question.
+    assert question_type("Can a WAL database be read over NFS or SMB?") == "yesno"
+    assert question_type("Does SQLite use WAL or rollback journals by default?") == "yesno"
+    assert question_type("Did John Smith or his brother found Acme?") == "yesno"
+    assert question_type("Was the album released in 1990 or 1991?") == "yesno"
+
+
 def test_names_keep_inner_small_words_but_not_sentence_starts_or_and():
     assert names_in("The journal is published by the Society for the Exploration of Psychotherapy Integration.") == [
         "Society for the Exploration of Psychotherapy Integration"

@@ -98,9 +98,28 @@ def choice_options(question: str) -> list[str]:
     ):
         before, after = q.rstrip("? ").split(" or ")
         options = [_unquoted(_name_run(before, 1)), _unquoted(_name_run(after, 0))]
+    elif q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in _AUX and _SUBJECT_OPTIONS.match(q):
+        # "Did Qionghai or Suining have …?", "Is the Marsilea or the Brabejum …?": the subject is one of two
+        # names, so the answer is a name, not yes/no ("Can it be read over NFS or SMB?" stays yes/no)
+        before, after = q.rstrip("? ").split(" or ")
+        options = [_unquoted(_name_run(before, 1)), _unquoted(_leading_name(after))]
     else:
         return []
     return options if all(o[:1].isupper() or o[:1].isdigit() for o in options) else []
+
+
+def _leading_name(text: str) -> str:
+    """The run of capitalized words (small words inside) that opens `text` ("the Brabejum the genus …" → Brabejum)."""
+    tokens = text.split()
+    start = 1 if tokens and tokens[0].lower() == "the" else 0
+    end = start
+    while end < len(tokens) and (
+        tokens[end][:1].isupper() or tokens[end][:1].isdigit() or (end > start and tokens[end].lower() in _INNER_SMALL)
+    ):
+        end += 1
+    while end > start and tokens[end - 1].lower() in _INNER_SMALL:
+        end -= 1  # a name does not end on "of" or "the"
+    return " ".join(tokens[start:end])
 
 
 def _unquoted(option: str) -> str:
@@ -127,6 +146,11 @@ _COMPARATIVE = re.compile(
 )  # not "the first President of …"
 # "formed first The Exies", not "first president"
 _COMPARES = re.compile(_COMPARATIVE.pattern + r"(?!\s+(?!the\b|an?\b)[a-z])")
+# An auxiliary, then at most "the" and one common noun ("the genus"), then the first option and "or".
+_CAPITALIZED = r"[\"“]?[A-Z0-9][^\s,?]*"
+_SUBJECT_OPTIONS = re.compile(
+    rf"\w+\s+(?:(?:the|a|an)\s+)?(?:[a-z]+\s+)?{_CAPITALIZED}(?:\s+(?:(?:of|the|de|la|von|van|der|&)\s+)*{_CAPITALIZED})*\s+or\s+"
+)
 _INNER_SMALL = frozenset("of the and de del la le von van der du da & for".split())
 
 
@@ -313,7 +337,9 @@ def _first_sentence(source: Source) -> str:
 
 
 def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[str, str]]] | None:
-    """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None."""
+    """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None: "same X"
+    compares the values their lead sentences give; "both X" is Yes when both lead sentences state every
+    predicate word, else undecided (None: the reader reads it)."""
     sources = [state.source_by_sid()[sid] for sid in passages]
     entities = _entities(state.topic)
     if len(entities) != 2:
@@ -338,9 +364,11 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
             values.append(set(found_values[:-1]) if len(found_values) > 1 else set(found_values))
         answer = "Yes" if values[0] & values[1] else "No"
     else:
-        # Both X: each lead sentence must carry the predicate words.
-        has = [bool(predicate) and sum(w in stems(s) for w in predicate) * 2 >= len(predicate) for s in lead]
-        answer = "Yes" if all(has) else "No"
+        # Both X: each lead sentence must carry every predicate word. One that does not is no "No": the
+        # word may be missing for a synonym ("vocalist" for "singer"), so the question is left to the reader.
+        if not predicate or not all(_states_stem(w, _all_stems(s)) for w in predicate for s in lead):
+            return None
+        answer = "Yes"
     return answer, [(lead[0], a.sid), (lead[1], b.sid)]
 
 
