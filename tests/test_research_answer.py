@@ -113,19 +113,24 @@ def test_a_fact_in_an_open_kb_conflict_is_flagged_next_to_the_claim(workspace, f
     assert result.report_stats["conflicts_shown"] >= 1
 
 
-def test_an_either_or_question_is_decided_by_the_passages_years_only_when_it_asks_first_or_later():
+def _chosen(texts: dict[str, str], question: str) -> str | None:
+    """The option choose_option picks for `question` over passages titled by `texts`' keys."""
     from deepresearch.research.answer import choose_option
 
+    state = ResearchState("r", question, RunOptions())
+    state.sources = [Source(f"S{i}", f"file:///{i}", t, x, question, i) for i, (t, x) in enumerate(texts.items())]
+    found = choose_option(state, [s.sid for s in state.sources])
+    return found.text if found else None
+
+
+def test_an_either_or_question_is_decided_by_the_passages_years_only_when_it_asks_first_or_later():
     texts = {
         "Alma Records": "Alma Records was founded in 1950 in Oslo.",
         "Bruno Music": "Bruno Music was founded in 1961.",
     }
 
     def chosen(question: str) -> str | None:
-        state = ResearchState("r", question, RunOptions())
-        state.sources = [Source(f"S{i}", f"file:///{i}", t, x, question, i) for i, (t, x) in enumerate(texts.items())]
-        found = choose_option(state, [s.sid for s in state.sources])
-        return found.text if found else None
+        return _chosen(texts, question)
 
     assert chosen("Which label was founded first, Bruno Music or Alma Records?") == "Alma Records"
     assert chosen("Which label was founded later, Alma Records or Bruno Music?") == "Bruno Music"
@@ -170,8 +175,6 @@ def test_the_readme_question_answers_from_the_wal_passage_only(home, real_embedd
 
 
 def test_an_either_or_question_about_a_property_picks_the_option_whose_passage_states_more_of_it():
-    from deepresearch.research.answer import choose_option
-
     texts = {
         "Mark Kingsley": "Mark Kingsley (born 1958) is an English musician and singer of Level 43.",
         "Nick Hexley": "Nick Hexley (born 1970) is an American singer-songwriter with a mezzo-soprano vocal range.",
@@ -179,10 +182,7 @@ def test_an_either_or_question_about_a_property_picks_the_option_whose_passage_s
     }
 
     def chosen(question: str) -> str | None:
-        state = ResearchState("r", question, RunOptions())
-        state.sources = [Source(f"S{i}", f"file:///{i}", t, x, question, i) for i, (t, x) in enumerate(texts.items())]
-        found = choose_option(state, [s.sid for s in state.sources])
-        return found.text if found else None
+        return _chosen(texts, question)
 
     # Its own passage (by title, not the book about it) states "American" as well as "singer".
     assert chosen("Which singer is American, Mark Kingsley or Nick Hexley?") == "Nick Hexley"
