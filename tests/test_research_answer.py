@@ -80,6 +80,8 @@ def test_yes_no_comparison_is_yes_from_both_passages_and_never_no_for_a_missing_
     unsure = ask("Are Alma Reyes and Carl Moss both painters?")
     assert unsure.short_answer is None and "**" not in _answer_section(unsure.report)
     assert "Carl Moss is a British jazz drummer" in _answer_section(unsure.report)
+    # Every predicate word, not half of them: Bruno Tal is a painter but not a Chilean one.
+    assert ask("Are Alma Reyes and Bruno Tal both Chilean painters?").short_answer is None
 
 
 def test_only_facts_related_to_the_question_are_stored(workspace, fake_embedder):
@@ -192,6 +194,16 @@ def test_an_either_or_question_about_a_property_picks_the_option_whose_passage_s
     assert chosen("Which English songwriter is it, Mark Kingsley or Nick Hexley?") is None
     # A ranking no passage states is not decided by who states more words.
     assert chosen("Which singer is more famous, Mark Kingsley or Nick Hexley?") is None
+    assert chosen("Which singer has the greater range, Mark Kingsley or Nick Hexley?") is None
+    assert chosen("Which is the larger American singer, Mark Kingsley or Nick Hexley?") is None
+    assert chosen("Which singer sings faster, Mark Kingsley or Nick Hexley?") is None
     # "More than 300" is a property, not a ranking.
     texts["Mark Kingsley"] += " He has written more than 300 songs."
     assert chosen("Who has written more than 300 songs, Mark Kingsley or Nick Hexley?") == "Mark Kingsley"
+
+
+def test_a_stem_states_a_longer_word_it_starts_only_from_five_letters():
+    from deepresearch.research.answer import _states_stem
+
+    assert _states_stem("japan", {"japane"})  # Japan / Japanese
+    assert not _states_stem("rock", {"rocket"}) and not _states_stem("film", {"filmog"})

@@ -390,3 +390,9 @@ def test_a_page_titles_disambiguation_is_dropped_from_the_answer():
     evidence = [("S1", "S1", "Geet (1944 film)", text)]
     kept = check_reading({"answer": "Geet (1944 film)", "sources": ["S1"]}, state, evidence)
     assert kept is not None and kept["text"] == "Geet"
+    # A parenthesis that is no disambiguation stays: a date, a converted unit.
+    from deepresearch.research.reader import _DISAMBIGUATION
+
+    assert _DISAMBIGUATION.sub("", "SQLite 3.35.0 (2021-03-12)") == "SQLite 3.35.0 (2021-03-12)"
+    assert _DISAMBIGUATION.sub("", "43.8 inches (1,110 mm)") == "43.8 inches (1,110 mm)"
+    assert _DISAMBIGUATION.sub("", "Foo Fighters (American band)") == "Foo Fighters"

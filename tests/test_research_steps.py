@@ -130,6 +130,19 @@ def test_a_yes_no_opening_whose_subject_is_one_of_two_names_is_an_either_or_ques
     assert question_type("Does SQLite use WAL or rollback journals by default?") == "yesno"
     assert question_type("Did John Smith or his brother found Acme?") == "yesno"
     assert question_type("Was the album released in 1990 or 1991?") == "yesno"
+    # Quoted names, and a capitalized "The" that is part of one.
+    assert choice_options('Is "Bambi" or "Underdog" older?') == ["Bambi", "Underdog"]
+    assert choice_options("Did The Exies or The Strokes form first?") == ["The Exies", "The Strokes"]
+
+
+def test_between_options_keep_their_inner_small_words_and_years_are_no_options():
+    assert choice_options("Between Gone with the Wind and Casablanca, which was released first?") == [
+        "Gone with the Wind",
+        "Casablanca",
+    ]
+    assert choice_options("Between 1990 and 2000, which team won more titles?") == []
+    # "between" deep inside a question is no either-or opening.
+    assert choice_options("How many more games were played between 1990 and 2000 which Arsenal won?") == []
 
 
 def test_names_keep_inner_small_words_but_not_sentence_starts_or_and():

@@ -88,11 +88,13 @@ def choice_options(question: str) -> list[str]:
     Diablo?"). Quotes around an option are not part of it ("Bambi" or "Underdog")."""
     q = question.strip()
     comma = _COMMA_OPTIONS.search(q) or _MIDDLE_OPTIONS.match(q)
-    between = _BETWEEN.search(q) if _COMPARATIVE.search(q) else None
+    between = _BETWEEN.match(q) if _COMPARATIVE.search(q) else None  # "Between …" or "In between …"
     if comma:
         options = [_unquoted(comma.group(1)), _unquoted(comma.group(2))]
     elif between:
-        options = [_name_run(_unquoted(between.group(1)), 0), _unquoted(between.group(2))]
+        options = [_from_first_name(_unquoted(between.group(1))), _unquoted(between.group(2))]
+        if all(o.replace(",", "").isdigit() for o in options):
+            return []  # "between 1990 and 2000": a span of years, not two options
     elif (
         _COMPARES.search(q) and q.count(" or ") == 1 and q.split(" ", 1)[0].lower() in ("which", "who", "what", "whose")
     ):
@@ -109,17 +111,31 @@ def choice_options(question: str) -> list[str]:
 
 
 def _leading_name(text: str) -> str:
-    """The run of capitalized words (small words inside) that opens `text` ("the Brabejum the genus …" → Brabejum)."""
+    """The run of capitalized words (small words inside) that opens `text` ("the Brabejum the genus …" →
+    Brabejum, "The Exies formed …" → The Exies); a quoted name is read to its closing quote."""
     tokens = text.split()
-    start = 1 if tokens and tokens[0].lower() == "the" else 0
+    start = 1 if tokens and tokens[0] == "the" else 0
     end = start
-    while end < len(tokens) and (
-        tokens[end][:1].isupper() or tokens[end][:1].isdigit() or (end > start and tokens[end].lower() in _INNER_SMALL)
-    ):
+    while end < len(tokens) and (_named(tokens[end]) or (end > start and tokens[end].lower() in _INNER_SMALL)):
         end += 1
+        if tokens[end - 1][-1:] in _QUOTES:
+            break  # "Underdog" older
     while end > start and tokens[end - 1].lower() in _INNER_SMALL:
         end -= 1  # a name does not end on "of" or "the"
     return " ".join(tokens[start:end])
+
+
+def _named(token: str) -> bool:
+    """A word that can open or carry a name: capitalized or a number, after any opening quote."""
+    first = token.lstrip(_QUOTES)[:1]
+    return first.isupper() or first.isdigit()
+
+
+def _from_first_name(text: str) -> str:
+    """`text` from its first capitalized word on ("two bands Audioslave" → Audioslave)."""
+    tokens = text.split()
+    start = next((i for i, t in enumerate(tokens) if _named(t)), len(tokens))
+    return " ".join(tokens[start:])
 
 
 def _unquoted(option: str) -> str:
@@ -134,10 +150,12 @@ _MIDDLE_OPTIONS = re.compile(
 )
 
 
-# "Between A and B, which/who …" (one "and" on each side: "Simon and Garfunkel and …" is not certain);
-# the comma may be missing, and words before the first name are not part of it ("two bands Audioslave").
+# "[In] between A and B, which/who …" at the question's start (one "and" on each side: "Simon and Garfunkel
+# and …" is not certain); the comma may be missing, and words before the first name are not part of it
+# ("two bands Audioslave").
 _BETWEEN = re.compile(
-    r"\bbetween\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,?\s*(?:which|who)\b",
+    r"(?:\w+\s+)?between\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s+and\s+(?:the\s+)?((?:(?!\band\b)[^,?])+?)\s*,?\s*"
+    r"(?:which|who)\b",
     re.I,
 )
 _COMPARATIVE = re.compile(
@@ -159,11 +177,9 @@ def _name_run(text: str, first: int) -> str:
     `first` at the earliest (1 on a question's own side: its opening word is no option)."""
     tokens = text.split()
     start = len(tokens)
-    while start > first and (
-        tokens[start - 1][:1].isupper() or tokens[start - 1][:1].isdigit() or tokens[start - 1].lower() in _INNER_SMALL
-    ):
+    while start > first and (_named(tokens[start - 1]) or tokens[start - 1].lower() in _INNER_SMALL):
         start -= 1
-    while start < len(tokens) and not (tokens[start][:1].isupper() or tokens[start][:1].isdigit()):
+    while start < len(tokens) and not _named(tokens[start]):
         start += 1  # a run opens on a name (or "The"), not on "of" or "the"
     return " ".join(tokens[start:])
 
@@ -314,7 +330,7 @@ def candidates(state: ResearchState, passages: list[str], kind: str | None = Non
 def _passage_of(name: str, sources: list[Source]) -> Source | None:
     """The passage about `name`: its title matches, else the one naming it most often."""
     name_stems = stems(name)
-    titled = [s for s in sources if s.title and stems(s.title) and stems(s.title) <= name_stems | stems(s.title)]
+    titled = [s for s in sources if s.title and stems(s.title)]
     exact = [s for s in titled if stems(s.title) == name_stems or name.lower() in s.title.lower()]
     if exact:  # "John le Carré" before "John le Carré: The Biography"
         return min(exact, key=lambda s: (s.title.lower() != name.lower(), stems(s.title) != name_stems))
@@ -338,8 +354,9 @@ def _first_sentence(source: Source) -> str:
 
 def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[str, str]]] | None:
     """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None: "same X"
-    compares the values their lead sentences give; "both X" is Yes when both lead sentences state every
-    predicate word, else undecided (None: the reader reads it)."""
+    compares the values their lead sentences give; any other question about the two ("Are A and B both
+    X?", "Did A work with B?") is Yes when both lead sentences state every predicate word, else
+    undecided (None: the reader reads it)."""
     sources = [state.source_by_sid()[sid] for sid in passages]
     entities = _entities(state.topic)
     if len(entities) != 2:
@@ -364,8 +381,8 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
             values.append(set(found_values[:-1]) if len(found_values) > 1 else set(found_values))
         answer = "Yes" if values[0] & values[1] else "No"
     else:
-        # Both X: each lead sentence must carry every predicate word. One that does not is no "No": the
-        # word may be missing for a synonym ("vocalist" for "singer"), so the question is left to the reader.
+        # Both X (or any other predicate): each lead sentence must carry every predicate word. One that does
+        # not is no "No": the word may be missing for a synonym ("vocalist" for "singer"), so the reader reads it.
         if not predicate or not all(_states_stem(w, _all_stems(s)) for w in predicate for s in lead):
             return None
         answer = "Yes"
@@ -388,7 +405,7 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
     texts = [src.text for _, src in found if src is not None]
     if _EARLIER.search(state.topic) or _LATER.search(state.topic):
         pick = _by_year(state.topic, texts)
-    elif ATTRIBUTE_OPTIONS and not _COMPARATIVE.search(_THRESHOLD.sub("", state.topic)):
+    elif ATTRIBUTE_OPTIONS and not _RANKS.search(_THRESHOLD.sub("", state.topic)):
         pick = _by_attribute(state.topic, options, texts)
     else:
         pick = None
@@ -404,6 +421,13 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
 # tuning reads of HotpotQA, docs/BENCHMARKS.md session 20); off, such a question abstains.
 ATTRIBUTE_OPTIONS = True
 _THRESHOLD = re.compile(r"\b(?:more|less|fewer)\s+than\s+\d[\d,]*", re.I)  # "more than 300 papers" is a property
+# A ranking ("the greater population", "faster", "the most popular"): no passage states it, whoever names more words.
+_RANKS = re.compile(
+    _COMPARATIVE.pattern.replace("(?<![Tt]he )", "")
+    + r"|\b(?i:(?:larg|bigg|small|great|high|tall|long|short|fast|slow|quick|heavi|light|wid|deep|rich|poor|strong"
+    r"|weak|cheap|low|clos|near|busi|wealthi|hott|cold|warm|old|young|earli|lat|new)(?:er|est)|better|best|worse"
+    r"|worst|more|most|less|least|fewer|fewest)\b"
+)
 
 
 def _by_year(question: str, texts: list[str]) -> int | None:
@@ -436,7 +460,8 @@ def _all_stems(text: str) -> set[str]:
 
 
 def _states_stem(word: str, text_stems: set[str]) -> bool:
-    """`word`'s stem is among `text_stems`, or one starts the other ("japan", "japane(se)")."""
+    """`word`'s stem is among `text_stems`, or one of five letters or more starts the other ("japan",
+    "japane(se)"; not "rock", "rocket")."""
     if word in text_stems:
         return True
-    return len(word) >= 4 and any(len(t) >= 4 and (t.startswith(word) or word.startswith(t)) for t in text_stems)
+    return any(min(len(t), len(word)) >= 5 and (t.startswith(word) or word.startswith(t)) for t in text_stems)

@@ -113,7 +113,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
         return None
     text = data["answer"].strip().strip(".,;:").strip()  # a span cut from a sentence keeps no dangling mark
-    text = _AFTERWORD.sub("", text) or text  # "Geet (1944 film)": a title's disambiguation is not the name
+    text = _DISAMBIGUATION.sub("", text)  # "Geet (1944 film)": a page title's disambiguation is not the name
     if text[:1].islower() and len(text.split()) > 3:
         text = text[0].upper() + text[1:]  # a clause read as the answer opens like a sentence
     ids = [i for i in data.get("sources") or [] if isinstance(i, str)]
@@ -152,7 +152,8 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     }
 
 
-_AFTERWORD = re.compile(r"\s+\([^()]*\)$")
+# A trailing "(film)", "(1944 film)", "(American band)", "(TV series)" — not "(2021-03-12)" or "(1,110 mm)".
+_DISAMBIGUATION = re.compile(r"\s+\((?:\d{4}\s+)?(?:[A-Z][\w.]*\s+)?[a-z][a-z\s-]*\)$")
 
 
 def where_stated(state: ResearchState, text: str, cited: list[str], pool: list[str]) -> tuple[str, list[str]]:
