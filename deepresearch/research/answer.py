@@ -158,10 +158,11 @@ _BETWEEN = re.compile(
     r"(?:which|who)\b",
     re.I,
 )
-_COMPARATIVE = re.compile(
-    r"(?<![Tt]he )\b(?i:first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest"
-    r"|bigger|smaller|longer|shorter|higher|taller|earliest|latest|newer|recently|sooner|\w+er than)\b"
-)  # not "the first President of …"
+_COMPARATIVE_WORDS = (
+    r"first|last|earlier|later|older|oldest|younger|youngest|more|most|less|least|larger|largest"
+    r"|bigger|smaller|longer|shorter|higher|taller|earliest|latest|newer|recently|sooner|\w+er than"
+)
+_COMPARATIVE = re.compile(rf"(?<![Tt]he )\b(?i:{_COMPARATIVE_WORDS})\b")  # not "the first President of …"
 # "formed first The Exies", not "first president"
 _COMPARES = re.compile(_COMPARATIVE.pattern + r"(?!\s+(?!the\b|an?\b)[a-z])")
 # An auxiliary, then at most "the" and one common noun ("the genus"), then the first option and "or".
@@ -383,7 +384,8 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
     else:
         # Both X (or any other predicate): each lead sentence must carry every predicate word. One that does
         # not is no "No": the word may be missing for a synonym ("vocalist" for "singer"), so the reader reads it.
-        if not predicate or not all(_states_stem(w, _all_stems(s)) for w in predicate for s in lead):
+        lead_stems = [_all_stems(sentence) for sentence in lead]
+        if not predicate or not all(_states_stem(w, held) for w in predicate for held in lead_stems):
             return None
         answer = "Yes"
     return answer, [(lead[0], a.sid), (lead[1], b.sid)]
@@ -423,11 +425,10 @@ ATTRIBUTE_OPTIONS = True
 _THRESHOLD = re.compile(r"\b(?:more|less|fewer)\s+than\s+\d[\d,]*", re.I)  # "more than 300 papers" is a property
 # A ranking ("the greater population", "faster", "the most popular"): no passage states it, whoever names more words.
 _RANKS = re.compile(
-    _COMPARATIVE.pattern.replace("(?<![Tt]he )", "")
-    + r"|\b(?i:(?:larg|bigg|small|great|high|tall|long|short|fast|slow|quick|heavi|light|wid|deep|rich|poor|strong"
-    r"|weak|cheap|low|clos|near|busi|wealthi|hott|cold|warm|old|young|earli|lat|new)(?:er|est)|better|best|worse"
-    r"|worst|more|most|less|least|fewer|fewest)\b"
-)
+    rf"\b(?i:{_COMPARATIVE_WORDS}|(?:larg|bigg|small|great|high|tall|long|short|fast|slow|quick|heavi|light|wid"
+    r"|deep|rich|poor|strong|weak|cheap|low|clos|near|busi|wealthi|hott|cold|warm)(?:er|est)|newest|better|best"
+    r"|worse|worst|fewer|fewest)\b"
+)  # the comparative words wherever they stand ("the larger"), and more of them
 
 
 def _by_year(question: str, texts: list[str]) -> int | None:
