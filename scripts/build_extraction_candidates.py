@@ -18,7 +18,8 @@ with HotpotQA paragraphs and the Rust book, `--rust-book`, for its documentation
 the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo book, `--cargo-book`, for its documentation
 set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`) and a blind10 part
 (session 18: the same, with the Rust Reference, `--reference`) and a blind11 part (session 19: the same, with the
-Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`):
+Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`) and a
+blind13 part (session 21: the same, with the libffi manual, `--libffi`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -87,16 +88,18 @@ HOTPOT_QUESTIONS = {
     "blind10": range(34, 40),
     "blind11": range(44, 50),
     "blind12": range(54, 60),
+    # blind13: nine questions, as the libffi manual's short pages give fewer candidates than the older sets' chunks
+    "blind13": (*range(65, 70), *range(74, 78)),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3,
+    "blind12": 3, "blind13": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
-    "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38),
+    "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -120,6 +123,7 @@ SCIFACT_START = {
     "blind10": 0.6875,
     "blind11": 0.3125,
     "blind12": 0.1875,
+    "blind13": 0.0625,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -233,8 +237,28 @@ VALGRIND_PAGES = {
         "bbv-manual.html",
     ]
 }
+# session 21's blind13 takes its documentation from a ninth set, of another kind than the Rust, Node.js, SQLite and
+# Valgrind ones: the libffi manual (a C library's API manual, Texinfo HTML: Debian's in /usr/share/doc/libffi8/html,
+# `--libffi`), one chunk a third of the way into each of its prose pages (not the top page with the licence, the index,
+# the two menu-only pages nor the four example pages, which are a line of prose before a C listing).
+LIBFFI_PAGES = {
+    "blind13": [
+        "Introduction.html",
+        "The-Basics.html",
+        "Primitive-Types.html",
+        "Structures.html",
+        "Size-and-Alignment.html",
+        "Arrays-Unions-Enums.html",
+        "Complex.html",
+        "Multiple-ABIs.html",
+        "The-Closure-API.html",
+        "Thread-Safety.html",
+        "Memory-Usage.html",
+        "Missing-Features.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -316,6 +340,7 @@ ONE_CHUNK_SETS = {
     "reference": (REFERENCE_PAGES, "rustreference", "ref", "folder of the Rust Reference's pages (blind10's docs)"),
     "nomicon": (NOMICON_PAGES, "nomicon", "nom", "folder of the Rustonomicon's HTML pages (blind11's docs)"),
     "valgrind": (VALGRIND_PAGES, "valgrind", "vg", "folder of the Valgrind manual's HTML pages (blind12's docs)"),
+    "libffi": (LIBFFI_PAGES, "libffi", "ffi", "folder of the libffi manual's HTML pages (blind13's docs)"),
 }
 
 
@@ -333,6 +358,7 @@ DOC_URLS = {
     "rustreference": "https://doc.rust-lang.org/reference/",
     "nomicon": "https://doc.rust-lang.org/nomicon/",
     "valgrind": "file:///usr/share/doc/valgrind/html/",
+    "libffi": "file:///usr/share/doc/libffi8/html/",
 }
 
 
