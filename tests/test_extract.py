@@ -671,18 +671,15 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_bli
     titles = {
         s["id"]: s["title"] for s in map(json.loads, (DATA / "extraction_sources.jsonl").read_text().splitlines())
     }
-    # a blind10 sentence main 0ed344c stores, labeled in session 21 (with blind13) after the shipped fit: it joins the
-    # examples at the next refit
-    later = {"scifact-24273592-c1-09"}
     trained = [
         (r["category"], r["fact"], titles[r["source"]])
         for r in labels
-        if r["split"] not in ("blind12", "blind13") and r["id"] not in later and r["claim"] and r["category"]
+        if r["split"] != "blind13" and r["claim"] and r["category"]
     ]
     examples = shipped_examples()
-    assert examples == trained  # no blind12 nor blind13 claim is learned from (sessions 20's and 21's blind splits)
-    blind11 = {r["fact"] for r in labels if r["split"] == "blind11" and r["claim"] and r["category"]}
-    assert blind11 and blind11 <= {fact for _, fact, _ in examples}  # session 19's blind split joined in session 20
+    assert examples == trained  # no blind13 claim is learned from (session 21's blind split)
+    blind12 = {r["fact"] for r in labels if r["split"] == "blind12" and r["claim"] and r["category"]}
+    assert blind12 and blind12 <= {fact for _, fact, _ in examples}  # session 20's blind split joined in session 21
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
     assert len(texts) == len(classes) == 2 * len(examples) + PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
