@@ -282,6 +282,14 @@ class ResearchConfig(_Section):
         ge=100,
         description="Evidence the answer step's model reads, in tokens (the best sentences of the best passages).",
     )
+    reader_min_confidence: float = Field(
+        0.75,
+        ge=0,
+        le=1,
+        description="The answer step's reading is the headline only when the model gave its answer's tokens at least"
+        " this geometric-mean probability; an unsure reading abstains (0 = keep every supported reading). 0.75: on"
+        " HotpotQA train 0–41 the readings under it were 5 wrong and 1 right (docs/BENCHMARKS.md, session 21).",
+    )
     second_read: bool = Field(
         False,
         description="For a span question, the answer step's model names the entity whose fact the evidence"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from deepresearch.models.base import field_logprobs
 from deepresearch.models.llm import complete_json, get_chat_model, schema_errors
 
 pytestmark = pytest.mark.slow
@@ -40,6 +41,13 @@ def test_schema_constrained_call_is_valid_json_under_the_schema(real_llm):
     assert out.data is not None and schema_errors(out.data, SCHEMA) == []
     counts = out.extra["grammar_tokens"]
     assert counts["fast"] + counts["resampled"] == out.completion_tokens + 1  # + the end-of-turn token
+    # every sampled token's log-probability under the model, its pieces spelling the reply
+    logprobs = out.extra["token_logprobs"]
+    assert len(logprobs) == counts["fast"] + counts["resampled"]
+    assert "".join(piece for piece, _ in logprobs).startswith(out.text.strip())
+    assert all(lp <= 0.0 for _, lp in logprobs) and any(lp < 0.0 for _, lp in logprobs)
+    city = field_logprobs(logprobs, "city")
+    assert city and all(-30.0 < lp <= 0.0 for lp in city)
 
 
 def test_lazy_grammar_gives_the_same_tokens_as_the_stock_grammar(real_llm):

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from deepresearch.models.base import field_logprobs
 from deepresearch.research.loop import run_research
 from deepresearch.research.reader import (
     asked_shape,
@@ -396,3 +397,41 @@ def test_a_page_titles_disambiguation_is_dropped_from_the_answer():
     assert _DISAMBIGUATION.sub("", "SQLite 3.35.0 (2021-03-12)") == "SQLite 3.35.0 (2021-03-12)"
     assert _DISAMBIGUATION.sub("", "43.8 inches (1,110 mm)") == "43.8 inches (1,110 mm)"
     assert _DISAMBIGUATION.sub("", "Foo Fighters (American band)") == "Foo Fighters"
+
+
+def test_field_logprobs_are_the_tokens_that_spell_a_fields_value():
+    tokens = [('{"', -0.1), ("answer", 0.0), ('":', 0.0), (' "', -0.2), ("Trom", -0.5), ("sø", -0.1), ('",', 0.0)]
+    tokens += [(' "sources', 0.0), ('": ["', 0.0), ("S1", -1.0), ('"]}', 0.0)]
+    assert field_logprobs(tokens, "answer") == [-0.5, -0.1]
+    assert field_logprobs([('{"answer": ""', -0.3), (', "sources": []}', 0.0)], "answer") == []
+    assert field_logprobs([("{}", 0.0)], "answer") == []
+
+
+class SureModel(RoutedChatModel):
+    """An answer reply with every generated character's log-probability `logprob` (as llama.cpp reports tokens)."""
+
+    def __init__(self, answer, logprob):  # type: ignore[no-untyped-def]
+        super().__init__(answer=answer)
+        self.logprob = logprob
+
+    def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+        out = super().complete(messages, schema=schema, max_tokens=max_tokens, temperature=temperature)
+        out.extra["token_logprobs"] = [(c, self.logprob) for c in out.text]
+        return out
+
+
+@pytest.mark.parametrize(("logprob", "kept"), [(-0.01, True), (-0.5, False)])
+def test_a_supported_reading_the_model_was_unsure_of_abstains(workspace, fake_embedder, logprob, kept):
+    model = SureModel({"answer": "Tromsø", "sources": ["S1"]}, logprob)
+    deps = make_deps(workspace, fake_embedder, model, KeywordBackend(TWO_HOP), model_steps=("answer",))
+    result = run_research(workspace, QUESTION, RunOptions(loops=2, queries=2), deps=deps)
+    state = RunStore(workspace.db).load_state(result.run_id)
+    assert result.report_stats["model_steps"]["answer"]["calls"] == 1
+    assert state.options.reader_min_confidence == 0.75  # the default
+    if kept:  # exp(-0.01) = 0.99 ≥ 0.75: the headline, with its confidence
+        assert result.short_answer == "Tromsø" and state.short_answer["confidence"] == pytest.approx(0.99, abs=0.001)
+    else:  # exp(-0.5) = 0.61: supported by the evidence, but no headline; the reading is kept as rejected
+        assert result.short_answer is None and ABSTAIN_NOTE in result.report
+        assert "**Tromsø**" not in result.report
+        assert state.short_answer["reader_rejected"]["confidence"] == pytest.approx(0.6065, abs=0.001)
+        assert result.report_stats["model_steps"]["answer"]["accepted"] == 0

@@ -39,6 +39,22 @@ class Completion:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def field_logprobs(tokens: list[tuple[str, float]], field: str) -> list[float]:
+    """The log-probabilities of the generated tokens that spell the string value of `field` in a JSON reply
+    (`tokens`: (piece, log-probability) in order, as `Completion.extra["token_logprobs"]`); [] when absent or empty."""
+    text, spans = "", []
+    for piece, logprob in tokens:
+        spans.append((len(text), len(text) + len(piece), logprob))
+        text += piece
+    key = text.find(f'"{field}"')
+    colon = text.find(":", key) if key >= 0 else -1
+    start = text.find('"', colon + 1) if colon >= 0 else -1
+    end = text.find('"', start + 1) if start >= 0 else -1
+    if end <= start + 1:
+        return []
+    return [logprob for a, b, logprob in spans if b > start + 1 and a < end]
+
+
 class ChatModel(ABC):
     """A chat model. `complete` is the only required method."""
 

@@ -82,6 +82,7 @@ class _LazyGrammarSampler:
         self.fast = 0  # tokens accepted on the fast path
         self.slow = 0  # tokens the grammar rejected: resampled among the top TOP_K
         self.full = 0  # of those, tokens that needed the grammar over the whole vocabulary
+        self.logprobs: list[tuple[int, float]] = []  # (token, its log-probability under the model), in order
 
     def _array(self, size: int) -> Any:
         lib = self._lib
@@ -142,6 +143,8 @@ class _LazyGrammarSampler:
             token = choice
         lib.llama_sampler_accept(self._grammar, token)
         lib.llama_sampler_accept(self._chain.sampler, token)
+        peak = float(logits.max())  # log-softmax of the raw logits: the model's own probability of the token
+        self.logprobs.append((token, float(logits[token]) - peak - float(np.log(np.exp(logits - peak).sum()))))
         return token
 
     def close(self) -> None:
@@ -351,6 +354,10 @@ class LlamaCppModel(ChatModel):
                 "resampled": sampler.slow,
                 "full_vocab": sampler.full,
             }
+            extra["token_logprobs"] = [
+                (llama.detokenize([token]).decode("utf-8", "replace"), round(logprob, 4))
+                for token, logprob in sampler.logprobs
+            ]
         return Completion(
             text=text,
             data=parse_json(text) if schema is not None else None,

@@ -32,6 +32,20 @@ def ask(
 ) -> Any:
     """The validated result of one JSON call for `step`, or None (step off, no model, budget
     spent, call failed, or `validate` rejected the output: the caller's fallback answers)."""
+    return ask_reply(run, state, step, messages, schema, lambda data, _: validate(data), max_tokens)
+
+
+def ask_reply(
+    run: RunContext,
+    state: ResearchState,
+    step: str,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    validate: Callable[[Any, dict[str, Any]], Any],
+    max_tokens: int = 256,
+) -> Any:
+    """`ask`, with `validate` also given the backend's extras of the reply (`Completion.extra`: timings, and for a
+    llama.cpp model the log-probability of each generated token, `token_logprobs`)."""
     model = run.model_for(step)
     if model is None:
         return None
@@ -48,7 +62,7 @@ def ask(
         run.bump(f"model.{step}.seconds", run.clock() - started)
     run.bump("llm_calls")
     data = out.data if out.data is not None else parse_json(out.text)
-    result = validate(data)
+    result = validate(data, out.extra or {})
     if result:
         run.bump(f"model.{step}.accepted")
     return result or None

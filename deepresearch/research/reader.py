@@ -16,11 +16,13 @@ report says the evidence does not state the answer directly.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import string
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from deepresearch.models.base import field_logprobs
 from deepresearch.research import answer as answers
 from deepresearch.research import prompts, steps
 from deepresearch.research.evidence import (
@@ -33,7 +35,7 @@ from deepresearch.research.evidence import (
     ranked_pool,
     sentence_score,
 )
-from deepresearch.research.model_io import ask
+from deepresearch.research.model_io import ask, ask_reply
 from deepresearch.research.queries import new_to, query_key, stems, topic_words
 
 if TYPE_CHECKING:
@@ -286,18 +288,33 @@ def abstention(guess: str | None = None) -> dict[str, Any]:
 def read(
     state: ResearchState, run: RunContext, evidence: list[tuple[str, str, str, str]]
 ) -> tuple[dict[str, Any] | None, Any]:
-    """(the reader's kept answer or None, its raw output) for the question over `evidence`."""
+    """(the reader's kept answer or None, its raw output) for the question over `evidence`. A reading the evidence
+    supports is still dropped when the model was unsure of it: its answer's tokens' geometric-mean probability
+    under `research.reader_min_confidence` (kept readings carry it as "confidence", a dropped one in the raw output)."""
     if not evidence:
         return None, None
     raw: dict[str, Any] = {}
 
-    def keep(data: Any) -> dict[str, Any] | None:
+    def keep(data: Any, extra: dict[str, Any]) -> dict[str, Any] | None:
         raw["data"] = data
-        return check_reading(data, state, evidence)
+        reading = check_reading(data, state, evidence)
+        sure = answer_confidence(extra)
+        if reading is None or sure is None:
+            return reading
+        if sure < state.options.reader_min_confidence:
+            raw["data"] = {**data, "confidence": sure}
+            return None
+        return {**reading, "confidence": sure}
 
     messages = prompts.reader_messages(state.topic, [(pid, title, text) for pid, _, title, text in evidence])
     schema = prompts.reader_schema([pid for pid, _, _, _ in evidence], ANSWER_MAX_CHARS)
-    return ask(run, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
+    return ask_reply(run, state, "answer", messages, schema, keep, READER_MAX_TOKENS), raw.get("data")
+
+
+def answer_confidence(extra: dict[str, Any]) -> float | None:
+    """The geometric-mean probability the model gave the tokens of its "answer" (None: the backend gives none)."""
+    logprobs = field_logprobs(extra.get("token_logprobs") or [], "answer")
+    return round(math.exp(sum(logprobs) / len(logprobs)), 4) if logprobs else None
 
 
 # Yes/no and either-or questions: the deterministic comparison answers when it can, the model

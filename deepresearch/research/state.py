@@ -48,6 +48,7 @@ class RunOptions:
     facts_per_source: int = _configured("research.facts_per_source")
     max_tokens: int = _configured("research.max_tokens")
     reader_tokens: int = _configured("research.reader_tokens")  # evidence the answer step's model reads, in tokens
+    reader_min_confidence: float = _configured("research.reader_min_confidence")  # an unsure reading abstains
     # A span question: a hop search for the entity the model names, and a second read.
     second_read: bool = _configured("research.second_read")
 
