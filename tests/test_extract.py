@@ -297,12 +297,12 @@ def test_categories_of_technical_text_and_case_of_lowercase_names():
 from pathlib import Path  # noqa: E402
 
 from deepresearch.models.categorize import (  # noqa: E402
-    PROTOTYPE_WEIGHT,
     PROTOTYPES,
     LinearCategorizer,
     PrototypeCategorizer,
     RuleCategorizer,
     fit_softmax,
+    prototype_weight,
     shipped_examples,
     training_set,
 )
@@ -595,7 +595,7 @@ def test_the_linear_classifier_reads_the_source_title_beside_the_sentence():
     assert cat.categorize(["version version"], "protocol") == ["technology"]
     assert cat.categorize(["version version"]) == ["product_info"]  # no title: its own words (a prototype's)
     texts, classes, titles = training_set(examples)
-    prototypes = PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
+    prototypes = prototype_weight(2 * len(examples)) * sum(map(len, PROTOTYPES.values()))
     assert titles.count("") == prototypes + len(examples)  # each example also untitled
     assert len(texts) == len(classes) == len(titles) == prototypes + 2 * len(examples)
 
@@ -682,7 +682,9 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_bli
     assert blind12 and blind12 <= {fact for _, fact, _ in examples}  # session 20's blind split joined in session 21
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
-    assert len(texts) == len(classes) == 2 * len(examples) + PROTOTYPE_WEIGHT * sum(map(len, PROTOTYPES.values()))
+    weight = prototype_weight(2 * len(examples))
+    assert weight == 6  # the prototypes keep their share of the rows (PROTOTYPE_SHARE)
+    assert len(texts) == len(classes) == 2 * len(examples) + weight * sum(map(len, PROTOTYPES.values()))
 
 
 DATA = Path(__file__).parent / "data"

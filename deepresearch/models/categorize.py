@@ -296,11 +296,15 @@ class PrototypeCategorizer(_EmbeddingCategorizer):
 # 0.912 (C = 3, weight 1; 0.901 at C = 10, 0.908-0.910 at weight 1.5-2).
 LINEAR_C = 3.0
 TITLE_WEIGHT = 1.0
-# Each prototype counts this many times: the labeled claims (two rows each) hold no market figure and two plans,
-# so the prototypes are what the classifier knows of those categories. At 1, "Shares of the chip maker rose 7% to
-# $131 after quarterly sales beat estimates." was technology (market_data 0.29); at 3, market_data (0.56), with the
-# same leave-one-split-out accuracy (0.912; 5: 0.908, 8: 0.903). docs/BENCHMARKS.md, session 15.
-PROTOTYPE_WEIGHT = 3
+# The prototypes are what the classifier knows of market figures, plans and releases (the labeled claims, two rows
+# each, hold no market figure and three plans), so they keep a fixed share of the training rows as the labeled set
+# grows: each counts `prototype_weight` times, at least PROTOTYPE_MIN_WEIGHT. At a fixed 3 (session 15: "Shares of
+# the chip maker rose 7% to $131 …" technology at 1, market_data at 3) the share fell from ~8% to ~4% as blind
+# splits joined, and at 2,001 claims "Version 2.4 of the editor adds a spell checker …" became technology; at a
+# share of 0.075 (6 each) it is product_info again. Leave-one-split-out accuracy over the 15 trained splits hardly
+# moves with the weight: 0.944 at 3, 0.942 at 5 and 6, 0.943 at 7 (docs/BENCHMARKS.md, session 22).
+PROTOTYPE_SHARE = 0.075
+PROTOTYPE_MIN_WEIGHT = 3
 LINEAR_STEPS = 300
 # Unsure: the best two categories' probabilities within this of each other.
 LINEAR_UNSURE_MARGIN = 0.05
@@ -315,15 +319,23 @@ def shipped_examples() -> list[tuple[str, str, str]]:
     return [(category, text, title) for category, text, title in data["examples"]]
 
 
+def prototype_weight(labeled_rows: int) -> int:
+    """How many times each prototype counts beside `labeled_rows` labeled rows: PROTOTYPE_SHARE of them
+    spread over the prototypes, at least PROTOTYPE_MIN_WEIGHT."""
+    prototypes = sum(map(len, PROTOTYPES.values()))
+    return max(PROTOTYPE_MIN_WEIGHT, round(PROTOTYPE_SHARE * labeled_rows / prototypes))
+
+
 def training_set(
     extra: list[tuple[str, str, str]] | None = None,
 ) -> tuple[list[str], list[int], list[str]]:
-    """Texts, category indexes and titles the classifier learns from: the prototypes (no title,
-    PROTOTYPE_WEIGHT times each) and the labeled (category, text, title) examples (default: the shipped
-    ones), each titled one also without its title (a source may have none)."""
+    """Texts, category indexes and titles the classifier learns from: the labeled (category, text, title)
+    examples (default: the shipped ones), each titled one also without its title (a source may have none),
+    and the prototypes (no title, `prototype_weight` times each)."""
     examples = shipped_examples() if extra is None else extra
-    rows = [(c, text, "") for c in CATEGORIES for text in PROTOTYPES[c]] * PROTOTYPE_WEIGHT + list(examples)
-    rows += [(c, text, "") for c, text, title in examples if title]
+    labeled = list(examples) + [(c, text, "") for c, text, title in examples if title]
+    prototypes = [(c, text, "") for c in CATEGORIES for text in PROTOTYPES[c]]
+    rows = prototypes * prototype_weight(len(labeled)) + labeled
     return [t for _, t, _ in rows], [CATEGORIES.index(c) for c, _, _ in rows], [title for *_, title in rows]
 
 
@@ -351,7 +363,7 @@ def fit_examples(
     import numpy as np
 
     texts, labels, titles = training_set(examples)
-    distinct = list(dict.fromkeys(texts))  # each example is a row twice, each prototype PROTOTYPE_WEIGHT times
+    distinct = list(dict.fromkeys(texts))  # each example is a row twice, each prototype several times
     vectors = dict(zip(distinct, embedder.embed_batch(distinct), strict=True))
     rows = np.asarray([vectors[t] for t in texts])
     return fit_softmax(with_titles(rows, embed_titles(embedder, titles)), labels)
