@@ -63,7 +63,10 @@ one sentence fails. The rules, each with the case it handles:
   ("Use …", "Avoid …", also after a condition: "If …, then use …"; a base verb before its object:
   "Obtain an EXCLUSIVE lock …", "Flush all changes …"), objectives ("To compare …"), "As a …" list items,
   code or syntax (comments, braces, pipes, a C signature, a dense run of symbols), headings,
-  table cells and phrases without a verb.
+  table cells and phrases without a verb;
+- session 22, from blind13's failures (the libffi manual): a noun phrase without a verb ("An unsigned,
+  8-bit integer type.") is not a claim; after a term alone on its line ("ffi_type_uint8 ¶", a definition
+  list's term) it is that term's description and becomes "ffi_type_uint8 is an unsigned, 8-bit integer type.".
 
 These rules are the first filter, not the last: with an embedding categorizer, extraction
 (models/extract.py) passes the sentences they keep through a learned stands-alone check
@@ -303,7 +306,66 @@ def claim_problem(sentence: str) -> str | None:
             return reason
     if not has_cjk(s) and (len(s.split()) < 5 or not looks_like_claim(s)):
         return "a heading or a phrase, not a claim"
+    if noun_phrase(s, participles=False):
+        return "a noun phrase without a verb (a list item or a term's description), not a claim"
     return None
+
+
+# --- noun phrases without a verb: "An unsigned, 8-bit integer type." ------------------------
+
+_NOUN_PHRASE_FINITE = re.compile(
+    r"\b(?:is|are|was|were|be|been|has|have|had|does|do|did|can|cannot|could|will|would|may|might|must|shall|"
+    r"should|won't|can't|isn't|aren't|doesn't|don't)\b",
+    re.IGNORECASE,
+)
+_IRREGULAR_PAST = frozenset(
+    "began became bought brought built came caught felt fell found fought gave got grew held kept knew led left lost "
+    "made meant met paid ran rose said saw sent sold spent stood taught thought told took understood went won "
+    "wrote".split()
+)
+_DETERMINERS = frozenset("the a an this that these those its their his her our my your it them him".split())
+
+
+def noun_phrase(sentence: str, participles: bool) -> bool:
+    """An article, then at most 14 words and no verb: "An unsigned, 8-bit integer type.", "The C int type."
+    No auxiliary, no irregular past, no "-s" word after the head noun (it could be a present tense), and an
+    "-ed" word after the head noun is a past tense ("The series premiered on …", "The film released worldwide
+    …"), unless `participles` (something else says it is a noun phrase: a term line before it) and no object
+    follows ("The executable address returned by …", not "The call returned the …")."""
+    text = _PARENTHETICAL.sub("", sentence).strip().rstrip(".!").strip()
+    words = [w.strip(",;'\"“”‘’") for w in text.split()]
+    if len(words) < 2 or len(words) > 15 or words[0] not in ("A", "An", "The") or _NOUN_PHRASE_FINITE.search(text):
+        return False
+    for index, word in enumerate(words[1:], 1):
+        if not word.isalpha() or not word.islower():
+            continue
+        after = words[index + 1] if index + 1 < len(words) else ""
+        if word in _IRREGULAR_PAST or (index > 1 and word.endswith("s") and not word.endswith(("ss", "us", "is"))):
+            return False
+        # right after the article ("An unsigned …", "The proposed …") or before a comma, "-ed" is adjectival
+        if word.endswith("ed") and index > 1 and not text.split()[index].endswith(","):
+            if not participles or not after or after.lower() in _DETERMINERS:
+                return False
+    return True
+
+
+# A term alone on its line, then its description ("ffi_type_uint8 ¶" / "An unsigned, 8-bit integer type."):
+# an identifier (an underscore, a digit, brackets, a dot, "::" or an inner capital), up to four words, no
+# sentence end; a documentation generator's anchor mark ("¶", "#") after it.
+_TERM_LINE = re.compile(
+    r"^(?!\d+(?:\.\d+)*\.?(?:\s|$))"  # not a section number ("2.3.1 Primitive Types", "3.")
+    r"(?P<term>[^\s.!?¶#]*(?:[_\d()\[\]]|::|\w\.\w|[a-z][A-Z])[^\s!?¶#]*(?: [^\s.!?¶#]+){0,3})\s*[¶#]?$"
+)
+
+
+def described_term(previous: str, sentence: str) -> str | None:
+    """`sentence` as a claim about the term on the line before it ("ffi_type_uint8 is an unsigned, 8-bit
+    integer type."), when that line is a term alone and `sentence` a noun phrase describing it; else None."""
+    match = _TERM_LINE.match(normalize_space(previous))
+    if not match or not noun_phrase(sentence, participles=True):
+        return None
+    article, rest = sentence.split(" ", 1)
+    return f"{match.group('term')} is {article.lower()} {rest}"
 
 
 # --- standing alone -----------------------------------------------------------------------
@@ -741,6 +803,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     for index, (sentence, in_methods) in enumerate(zip(sentences, method_sections(sentences), strict=True)):
         stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
+        stripped = (index and described_term(sentences[index - 1], stripped)) or stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         if problem is None and doubtful_start and not out:
             problem = "cut: the passage is a window of words and this probably starts mid-sentence"
