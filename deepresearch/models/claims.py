@@ -803,7 +803,8 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     for index, (sentence, in_methods) in enumerate(zip(sentences, method_sections(sentences), strict=True)):
         stripped = _STRIP_PREFIX.sub("", _SECTION.sub("", sentence, count=1), count=1)
         stripped = stripped[0].upper() + stripped[1:] if stripped and stripped != sentence else stripped
-        stripped = (index and described_term(sentences[index - 1], stripped)) or stripped
+        if index:  # a definition list's description, after its term's line
+            stripped = described_term(sentences[index - 1], stripped) or stripped
         problem = None if is_whole(sentence) else "cut: not a whole sentence"
         if problem is None and doubtful_start and not out:
             problem = "cut: the passage is a window of words and this probably starts mid-sentence"
