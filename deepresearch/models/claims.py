@@ -329,9 +329,9 @@ _DETERMINERS = frozenset("the a an this that these those its their his her our m
 def noun_phrase(sentence: str, participles: bool) -> bool:
     """An article, then at most 14 words and no verb: "An unsigned, 8-bit integer type.", "The C int type."
     No auxiliary, no irregular past, no "-s" word after the head noun (it could be a present tense), and an
-    "-ed" word after the head noun is a past tense ("The series premiered on …", "The film released worldwide
-    …"), unless `participles` (something else says it is a noun phrase: a term line before it) and no object
-    follows ("The executable address returned by …", not "The call returned the …")."""
+    "-ed" word after the head noun is a past tense ("The series premiered on …", "An error occurred while …"),
+    unless `participles` (something else says it is a noun phrase: a term line before it) and "by" follows
+    ("The executable address returned by …")."""
     text = _PARENTHETICAL.sub("", sentence).strip().rstrip(".!").strip()
     words = [w.strip(",;'\"“”‘’") for w in text.split()]
     if len(words) < 2 or len(words) > 15 or words[0] not in ("A", "An", "The") or _NOUN_PHRASE_FINITE.search(text):
@@ -342,9 +342,10 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
         after = words[index + 1] if index + 1 < len(words) else ""
         if word in _IRREGULAR_PAST or (index > 1 and word.endswith("s") and not word.endswith(("ss", "us", "is"))):
             return False
-        # right after the article ("An unsigned …", "The proposed …") or before a comma, "-ed" is adjectival
+        # right after the article ("An unsigned …", "The proposed …") or before a comma, "-ed" is adjectival;
+        # after a term line, before "by" it is a passive participle ("The executable address returned by …")
         if word.endswith("ed") and index > 1 and not text.split()[index].endswith(","):
-            if not participles or not after or after.lower() in _DETERMINERS:
+            if not (participles and after == "by"):
                 return False
     return True
 
@@ -353,7 +354,7 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
 # an identifier (an underscore, a digit, brackets, a dot, "::" or an inner capital), up to four words, no
 # sentence end; a documentation generator's anchor mark ("¶", "#") after it.
 _TERM_LINE = re.compile(
-    r"^(?!\d+(?:\.\d+)*\.?(?:\s|$))"  # not a section number ("2.3.1 Primitive Types", "3.")
+    r"^(?![vV]?\d+(?:\.\d+)*\.?(?:\s|$))"  # not a section number nor a version ("2.3.1 Primitive Types", "v6.0.0")
     r"(?P<term>[^\s.!?¶#]*(?:[_\d()\[\]]|::|\w\.\w|[a-z][A-Z])[^\s!?¶#]*(?: [^\s.!?¶#]+){0,3})\s*[¶#]?$"
 )
 
