@@ -376,6 +376,17 @@ def test_a_term_on_its_own_line_names_what_the_noun_phrase_after_it_describes():
     ]
     # a section number or a heading of words is not a term
     assert not any(c.startswith(("2.4", "3 ", "Pixel")) for c in passage_claims(page))
+    # a version is not a term, and a sentence with a past tense is not a term's description (Node.js's changelog
+    # tables and error-code lists have both; these are written for the test)
+    changes = (
+        "v2.1.0 ¶\n\nThe default colour depth changed from 8 to 16 bits.\n\n"
+        "PX_ERR_TIMEOUT ¶\n\nA read of the device timed out.\n\n"
+        "PX_ERR_CLOSED ¶\n\nThe device closed with a pending write.\n\n"
+        "px_fmt_mono ¶\n\nA format representing one bit a pixel.\n"
+    )
+    claims = passage_claims(changes)
+    assert not any(c.startswith(("v2.1.0 is", "PX_ERR_TIMEOUT is", "PX_ERR_CLOSED is")) for c in claims)
+    assert "px_fmt_mono is a format representing one bit a pixel." in claims
 
 
 @pytest.mark.parametrize(

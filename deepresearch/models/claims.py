@@ -323,15 +323,20 @@ _IRREGULAR_PAST = frozenset(
     "made meant met paid ran rose said saw sent sold spent stood taught thought told took understood went won "
     "wrote".split()
 )
-_DETERMINERS = frozenset("the a an this that these those its their his her our my your it them him".split())
+_CLOSED_WORDS = (
+    "the a an this that these those its their his her our my your it them him with while out due to in on at for "
+    "from into onto after before during because when if as and or but up down off over under through than so"
+)
+# after an "-ed" word, a lower-case word that may be a noun: not a closed-class word, an "-ing" or an "-ly" word
+_NOUN_AFTER_PARTICIPLE = re.compile(rf"^(?!(?:{'|'.join(_CLOSED_WORDS.split())})$)[a-z]+(?<!ing)(?<!ly)$")
 
 
 def noun_phrase(sentence: str, participles: bool) -> bool:
     """An article, then at most 14 words and no verb: "An unsigned, 8-bit integer type.", "The C int type."
     No auxiliary, no irregular past, no "-s" word after the head noun (it could be a present tense), and an
     "-ed" word after the head noun is a past tense ("The series premiered on …", "An error occurred while …"),
-    unless `participles` (something else says it is a noun phrase: a term line before it) and "by" follows
-    ("The executable address returned by …")."""
+    unless `participles` (something else says it is a noun phrase: a term line before it) and "by" or a noun
+    follows ("The executable address returned by …", "The C unsigned char type.")."""
     text = _PARENTHETICAL.sub("", sentence).strip().rstrip(".!").strip()
     words = [w.strip(",;'\"“”‘’") for w in text.split()]
     if len(words) < 2 or len(words) > 15 or words[0] not in ("A", "An", "The") or _NOUN_PHRASE_FINITE.search(text):
@@ -343,9 +348,11 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
         if word in _IRREGULAR_PAST or (index > 1 and word.endswith("s") and not word.endswith(("ss", "us", "is"))):
             return False
         # right after the article ("An unsigned …", "The proposed …") or before a comma, "-ed" is adjectival;
-        # after a term line, before "by" it is a passive participle ("The executable address returned by …")
+        # after a term line also before "by" (a passive: "The executable address returned by …") or before a
+        # noun ("The C unsigned char type."), not before an object, a preposition or a particle ("The call
+        # cleared the …", "An error occurred while …", "The session closed with …", "A handshake timed out.")
         if word.endswith("ed") and index > 1 and not text.split()[index].endswith(","):
-            if not (participles and after == "by"):
+            if not participles or not (after == "by" or _NOUN_AFTER_PARTICIPLE.match(after)):
                 return False
     return True
 
