@@ -313,11 +313,8 @@ def claim_problem(sentence: str) -> str | None:
 
 # --- noun phrases without a verb: "An unsigned, 8-bit integer type." ------------------------
 
-_NOUN_PHRASE_FINITE = re.compile(
-    r"\b(?:is|are|was|were|be|been|has|have|had|does|do|did|can|cannot|could|will|would|may|might|must|shall|"
-    r"should|won't|can't|isn't|aren't|doesn't|don't)\b",
-    re.IGNORECASE,
-)
+# beside the auxiliaries of `_FINITE` (the participle rule's, below)
+_MORE_FINITE = re.compile(r"\b(?:be|been|cannot)\b|n't\b", re.IGNORECASE)
 _IRREGULAR_PAST = frozenset(
     "began became bought brought built came caught felt fell found fought gave got grew held kept knew led left lost "
     "made meant met paid ran rose said saw sent sold spent stood taught thought told took understood went won "
@@ -338,8 +335,11 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
     unless `participles` (something else says it is a noun phrase: a term line before it) and "by" or a noun
     follows ("The executable address returned by …", "The C unsigned char type.")."""
     text = _PARENTHETICAL.sub("", sentence).strip().rstrip(".!").strip()
-    words = [w.strip(",;'\"“”‘’") for w in text.split()]
-    if len(words) < 2 or len(words) > 15 or words[0] not in ("A", "An", "The") or _NOUN_PHRASE_FINITE.search(text):
+    raw = text.split()
+    words = [w.strip(",;'\"“”‘’") for w in raw]
+    if not 2 <= len(words) <= 15 or words[0] not in ("A", "An", "The"):
+        return False
+    if _FINITE.search(text) or _MORE_FINITE.search(text):
         return False
     for index, word in enumerate(words[1:], 1):
         if not word.isalpha() or not word.islower():
@@ -351,7 +351,7 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
         # after a term line also before "by" (a passive: "The executable address returned by …") or before a
         # noun ("The C unsigned char type."), not before an object, a preposition or a particle ("The call
         # cleared the …", "An error occurred while …", "The session closed with …", "A handshake timed out.")
-        if word.endswith("ed") and index > 1 and not text.split()[index].endswith(","):
+        if word.endswith("ed") and index > 1 and not raw[index].endswith(","):
             if not participles or not (after == "by" or _NOUN_AFTER_PARTICIPLE.match(after)):
                 return False
     return True
