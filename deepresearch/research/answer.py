@@ -12,6 +12,7 @@ are never answers. Yes/no questions are answered from the compared entities' pas
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from deepresearch.research.evidence import cited_passages, sentence_relevance, support_text
@@ -393,20 +394,26 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
 
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
     """For an either-or question, the option its passages decide (its own passage, found by title):
-    asking which came first or later, the option whose passage's first-stated year fits; asking
-    which has a property ("Which singer is American, A or B?"), the option whose passage states
-    every asked word the other's does and more (ATTRIBUTE_OPTIONS). None when the question ranks
-    anything else ("larger", "more popular": no passage states the ranking) or the passages do not
-    decide: the run abstains (reader.READ_OPTIONS; the first option, printed before, was right
-    1 time in 4)."""
+    asking which came first or later, the option whose passage's first-stated year fits; asking who
+    lived longer, the longer span of the (born – died) dates its passage gives; asking which has more
+    (or fewer) of a counted thing ("more studio albums", "a greater population"), the count each
+    passage states of it; asking which has a property ("Which singer is American, A or B?"), the
+    option whose passage states every asked word the other's does and more (ATTRIBUTE_OPTIONS).
+    None when the question ranks anything else ("larger", "more popular": no passage states the
+    ranking) or the passages do not decide: the run abstains (reader.READ_OPTIONS; the first
+    option, printed before, was right 1 time in 4)."""
     options = choice_options(state.topic)
     sources = [state.source_by_sid()[sid] for sid in passages]
     found = [(o, _passage_of(o, sources)) for o in options]
     if not found or any(src is None for _, src in found) or found[0][1] is found[1][1]:
         return None
     texts = [src.text for _, src in found if src is not None]
-    if _EARLIER.search(state.topic) or _LATER.search(state.topic):
+    if _LIFESPAN.search(state.topic):
+        pick = _by_lifespan(state.topic, texts)
+    elif _EARLIER.search(state.topic) or _LATER.search(state.topic):
         pick = _by_year(state.topic, texts)
+    elif measured(state.topic):
+        pick = _by_count(state.topic, texts)
     elif ATTRIBUTE_OPTIONS and not _RANKS.search(_THRESHOLD.sub("", state.topic)):
         pick = _by_attribute(state.topic, options, texts)
     else:
@@ -441,6 +448,100 @@ def _by_year(question: str, texts: list[str]) -> int | None:
         return None
     earlier = 0 if years[0] < years[1] else 1
     return earlier if _EARLIER.search(question) else 1 - earlier
+
+
+# "Who lived longer, A or B?", "Which died younger …": decided by the (born – died) dates each passage gives.
+_LIFESPAN = re.compile(r"\b(?:lived|live) longer\b|\blonger (?:life|lifespan)\b|\bdied (?:younger|older)\b", re.I)
+_YOUNGER_DEATH = re.compile(r"\bdied younger\b", re.I)
+_LIFE_DATE = rf"(?:{_DAY_DATE}|(?:1[0-9]|20)\d{{2}})"
+_LIFE_DATES = re.compile(rf"\((?:[^()]*?[\s(])??({_LIFE_DATE})\s*[–—-]+\s*({_LIFE_DATE})\s*\)")
+
+
+def _by_lifespan(question: str, texts: list[str]) -> int | None:
+    """The option (0 or 1) whose passage's first (born – died) dates span longer (shorter for "died
+    younger"): in days when both give full dates, else in years; None when a passage gives no such
+    dates or the spans tie."""
+    spans = [_life_span(text) for text in texts]
+    if spans[0] is None or spans[1] is None or spans[0][1] != spans[1][1] or spans[0][0] == spans[1][0]:
+        return None
+    longer = 0 if spans[0][0] > spans[1][0] else 1
+    return 1 - longer if _YOUNGER_DEATH.search(question) else longer
+
+
+def _life_span(text: str) -> tuple[int, str] | None:
+    """(length, "days" or "years") of the first (born – died) dates in `text`; both full dates give days."""
+    match = _LIFE_DATES.search(text)
+    if match is None:
+        return None
+    born, died = _as_date(match.group(1)), _as_date(match.group(2))
+    if born is not None and died is not None:
+        return ((died - born).days, "days") if died > born else None
+    first, last = (int(_YEAR.findall(match.group(i))[-1]) for i in (1, 2))
+    return (last - first, "years") if last > first else None
+
+
+def _as_date(text: str) -> date | None:
+    """A full date ("5 June 1928", "April 12, 1908") as a date; None for a bare year."""
+    text = " ".join(text.replace(",", " ").split())
+    for pattern in ("%d %B %Y", "%B %d %Y"):
+        try:
+            return datetime.strptime(text, pattern).date()
+        except ValueError:
+            continue
+    return None
+
+
+# "Which has more studio albums / a greater population, A or B?": the counted thing follows the comparative.
+_MORE = r"more|greater|larger|bigger|higher"
+_FEWER = r"fewer|less|smaller|lower"
+_MEASURE = re.compile(rf"\b({_MORE}|{_FEWER})\s+((?:[a-z-]+\s+){{0,2}}?(?:[a-z-]+s|population))\b", re.I)
+_COUNT_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+        " seventeen eighteen nineteen twenty".split()
+    )
+}  # the counts passages spell out ("two studio albums"); digits are read as written
+_COUNT = r"(\d[\d,]*(?:\.\d+)?(?:\s+(?:thousand|million|billion))?|" + "|".join(_COUNT_WORDS) + r")"
+_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def measured(question: str) -> str:
+    """The counted thing an either-or question ranks by ("studio albums", "population"), or ""."""
+    match = _MEASURE.search(question)
+    return match.group(2).lower() if match else ""
+
+
+def _by_count(question: str, texts: list[str]) -> int | None:
+    """The option (0 or 1) whose passage states the larger count of the measured thing (the smaller
+    for "fewer", "less" …); None when a passage states none or the counts tie."""
+    match = _MEASURE.search(question)
+    if match is None:
+        return None
+    counts = [_count_of(match.group(2).lower(), text) for text in texts]
+    if counts[0] is None or counts[1] is None or counts[0] == counts[1]:
+        return None
+    larger = 0 if counts[0] > counts[1] else 1
+    return 1 - larger if re.fullmatch(_FEWER, match.group(1).lower()) else larger
+
+
+def _count_of(thing: str, text: str) -> float | None:
+    """The first count `text` states of `thing`'s last word: a number just before it ("released six
+    studio albums", "two albums") or just after it ("The population was 3,001"); a bare year is no count."""
+    head = re.escape(thing.split()[-1])
+    before = rf"\b{_COUNT}\s+(?:[\w-]+\s+){{0,2}}?{head}\b"
+    verb, about = r"(?:(?:was|is|of|stood at|reached)\s+)?", r"(?:(?:about|approximately|around|nearly|over)\s+)?"
+    after = rf"\b{head}\s+{verb}{about}{_COUNT}"
+    found = [m for m in (re.search(before, text, re.I), re.search(after, text, re.I)) if m]
+    if not found:
+        return None
+    number = min(found, key=lambda m: m.start()).group(1).lower()
+    if number in _COUNT_WORDS:
+        return float(_COUNT_WORDS[number])
+    value, *scale = number.replace(",", "").split()
+    if not scale and "," not in number and _YEAR.fullmatch(value):
+        return None  # "the 2010 census population": a date, not a count
+    return float(value) * (_SCALE[scale[0]] if scale else 1)
 
 
 def _by_attribute(question: str, options: list[str], texts: list[str]) -> int | None:

@@ -320,7 +320,7 @@ def answer_confidence(extra: dict[str, Any]) -> float | None:
 # Yes/no and either-or questions: the deterministic comparison answers when it can, the model
 # only when it cannot (on HotpotQA 0–19 the comparison was right 5 times in 6, the model 2).
 COMPARISONS_FIRST = True
-# An either-or question the passages' years do not decide ("Which plant is larger, A or B?") is not
+# An either-or question the passages do not decide ("Which plant is larger, A or B?") is not
 # read: the model's pick of one of the two names is checked against nothing, and on the 4 such
 # questions of HotpotQA 0–89 it picked right 0 times (the better-ranked option, before, 1): abstain.
 READ_OPTIONS = False
