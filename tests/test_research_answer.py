@@ -84,6 +84,32 @@ def test_yes_no_comparison_is_yes_from_both_passages_and_never_no_for_a_missing_
     assert ask("Are Alma Reyes and Bruno Tal both Chilean painters?").short_answer is None
 
 
+def test_same_agent_is_compared_by_the_names_after_the_participle_and_a_verb_is_no_part_of_a_name():
+    from deepresearch.research.answer import _entities, yes_no
+
+    texts = {
+        "Glass Slipper": "Glass Slipper is a 1950 American animated film released by Radio Pictures.",
+        "The Llama King": "The Llama King is a 2000 American animated film released by Castle Pictures.",
+        "Blue Lantern": "Blue Lantern is a 1951 British film released by Radio Pictures.",
+    }
+    state = ResearchState("r", "", RunOptions())
+    state.sources = [Source(f"S{i}", f"file:///{i}", t, x, "", i) for i, (t, x) in enumerate(texts.items())]
+    sids = [s.sid for s in state.sources]
+
+    def answered(question: str) -> str | None:
+        state.topic = question
+        found = yes_no(state, sids)
+        return found[0] if found else None
+
+    # Both American: sharing that name is not sharing the company; the names after "released by" differ.
+    assert answered("Were Glass Slipper and The Llama King released by the same picture company?") == "No"
+    assert answered("Were Glass Slipper and Blue Lantern released by the same company?") == "Yes"
+    # "situated", "released by": the words after a name in "Are A and B situated in the same …" are not the name.
+    assert _entities("Are Nantong and Jingdezhen situated in the same province?") == ["Nantong", "Jingdezhen"]
+    assert _entities("Were Slipper and The Llama King released by the same company?") == ["Slipper", "The Llama King"]
+    assert _entities("Are the Bullenbeisser and the pug both dogs?") == ["the Bullenbeisser", "the pug"]
+
+
 def test_only_facts_related_to_the_question_are_stored(workspace, fake_embedder):
     deps = make_deps(workspace, fake_embedder, backend=ListBackend(), model_steps=())
     result = run_research(

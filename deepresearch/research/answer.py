@@ -347,7 +347,15 @@ def _entities(question: str) -> list[str]:
     if len(names) >= 2:
         return names[:2]
     match = re.match(r"^\w+\s+(.+?)\s+and\s+(.+?)\s+(?:both|the same|from|in|of|located|each)\b", question, re.I)
-    return [match.group(1), match.group(2)] if match else []
+    if not match:
+        return []
+    # "Are Nantong and Jingdezhen situated in …", "Were A and The Emperor's New Groove released by the same …":
+    # the verb after a name is not part of it.
+    names = [match.group(1), match.group(2)]
+    return [_TRAILING_LOWER.sub("", n) if re.search(r"\b[A-Z]", _TRAILING_LOWER.sub("", n)) else n for n in names]
+
+
+_TRAILING_LOWER = re.compile(r"(?:\s+[a-z][\w-]*)+$")
 
 
 def _first_sentence(source: Source) -> str:
@@ -355,8 +363,9 @@ def _first_sentence(source: Source) -> str:
 
 
 def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[str, str]]] | None:
-    """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None: "same X"
-    compares the values their lead sentences give; any other question about the two ("Are A and B both
+    """("Yes"/"No", [(sentence, sid)…]) from the two compared entities' passages, or None: "released
+    by the same X" compares the names after "released by" in their lead sentences (`_agents`), any
+    other "same X" the values their lead sentences give; any other question about the two ("Are A and B both
     X?", "Did A work with B?") is Yes when both lead sentences state every predicate word, else
     undecided (None: the reader reads it)."""
     sources = [state.source_by_sid()[sid] for sid in passages]
@@ -371,7 +380,11 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
     entity_stems = stems(" ".join(entities)) | {"both", "same"}
     predicate = [w for w in stems(state.topic) if w not in entity_stems]
     lead = [_first_sentence(a), _first_sentence(b)]
-    if re.search(r"\bsame\b", state.topic, re.I):
+    agent = _agents(state.topic, lead)
+    if agent is not None:
+        # Same X by a verb both lead sentences use ("released by the same company"): the names after it.
+        answer = "Yes" if agent[0] & agent[1] else "No"
+    elif re.search(r"\bsame\b", state.topic, re.I):
         # Same X: the values each passage gives near the predicate words must meet.
         values = []
         for sentence in lead:  # the lead sentence says what and where the subject is
@@ -390,6 +403,22 @@ def yes_no(state: ResearchState, passages: list[str]) -> tuple[str, list[tuple[s
             return None
         answer = "Yes"
     return answer, [(lead[0], a.sid), (lead[1], b.sid)]
+
+
+# "Were A and B released by the same company?": the participle whose agent the question compares.
+_BY_SAME = re.compile(r"\b([a-z]+ed)\s+by\s+(?:the\s+)?same\b", re.I)
+
+
+def _agents(question: str, lead: list[str]) -> list[set[str]] | None:
+    """For "Were A and B released by the same company?": the name each lead sentence gives right after
+    "released by" ("… released by RKO Radio Pictures"), when both sentences have one; else None. (Only
+    agents: "located in" gives places at different depths, "Mercer County" and "New Jersey".)"""
+    match = _BY_SAME.search(question)
+    if match is None:
+        return None
+    after = [re.search(rf"\b{match.group(1)}\s+by\s+(.{{0,80}})", sentence, re.I) for sentence in lead]
+    named = [{v.lower() for v in names_in(m.group(1))[:1]} if m else set() for m in after]
+    return named if named[0] and named[1] else None
 
 
 def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None:
