@@ -418,3 +418,34 @@ def test_sentences_with_a_past_tense_are_not_noun_phrases(sentence):
     from deepresearch.models.claims import noun_phrase
 
     assert not noun_phrase(sentence, participles=False)
+
+
+# --- session 23, from unlabeled documentation (pip's user docs, .md pages: no labeled split) -----------------
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Be careful not to undo the lock file by installing the project with the old command.",
+        "If the suite is large, you may want to consider splitting it into several modules.",
+        "For release builds it is recommended that every step runs in a clean container.",
+    ],
+)
+def test_advice_to_the_reader_is_not_a_claim(sentence):
+    assert claim_problem(sentence) == "advice, not a claim"
+
+
+def test_an_opening_clause_about_something_named_before_does_not_stand_alone():
+    from deepresearch.models.claims import standalone_problem
+
+    for sentence in (
+        "While that is mostly true, fetching metadata from an index is the finder's job.",
+        "If it does, the installer stops with an error.",
+        "When this option is in effect, the cache starts empty.",
+    ):
+        assert standalone_problem(sentence) == "its opening clause refers to the sentence before", sentence
+    for sentence in (
+        "While it is possible to pin every version, a lock file is simpler.",  # an "it" that points forward
+        "When the index is down, the installer falls back to its local cache.",  # the clause names its subject
+    ):
+        assert standalone_problem(sentence) != "its opening clause refers to the sentence before", sentence

@@ -256,6 +256,15 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
             re.IGNORECASE,
         ),
     ),
+    # Advice to the reader: "You may want to consider …", "Be careful not to …", "… it is recommended that all …".
+    (
+        "advice, not a claim",
+        re.compile(
+            r"^(?:be careful|be sure|be aware)\b|\byou (?:may|might) (?:want|wish) to\b"
+            r"|\bit is recommended (?:that|to)\b",
+            re.IGNORECASE,
+        ),
+    ),
     # A step of a procedure: "Obtain an EXCLUSIVE lock …", "Flush all changes to the disk.", "Query or change
     # the setting …" — a base-form verb followed by an object's determiner (not "Check constraints are …").
     (
@@ -439,6 +448,14 @@ _REFERS_BACK = re.compile(
     r"e\.g\.|in this example|in the example)\b",
     re.IGNORECASE,
 )
+# "While that is mostly true, …", "If it does, …", "When this option is in effect, …": the opening clause's subject
+# is something the source named before (not "While it is possible to …": that "it" points forward).
+_CLAUSE_REFERS_BACK = re.compile(
+    r"^(?:while|although|though|if|when|whenever|since|because|once|unless|whereas|even though|even if|as long as)"
+    r"\s+(?:this|that|these|those|such|they|it)\b",
+    re.IGNORECASE,
+)
+_CLAUSE_EXPLETIVE = re.compile(r"^\w+(?:\s+\w+)?\s+it\s+(?:is|was)\s+(?:not\s+)?\w+\s+(?:to|that|whether)\b", re.I)
 _REFERS_BACK_INSIDE = re.compile(
     r"\b(?:(?:this|these|those|such) (?:study|studies|data|findings|results|analysis|analyses|review|trial|"
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
@@ -726,6 +743,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "lists members of something named before"
     if _REFERS_BACK.match(sentence):
         return "refers to the sentence before"
+    if _CLAUSE_REFERS_BACK.match(sentence) and not _CLAUSE_EXPLETIVE.match(sentence):
+        return "its opening clause refers to the sentence before"
     if _REFERS_BACK_INSIDE.search(sentence):
         return "refers to something the source named before"
     if _SUBJECT_POSSESSIVE.match(sentence):
