@@ -449,3 +449,21 @@ def test_an_opening_clause_about_something_named_before_does_not_stand_alone():
         "When the index is down, the installer falls back to its local cache.",  # the clause names its subject
     ):
         assert standalone_problem(sentence) != "its opening clause refers to the sentence before", sentence
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "C:\\> py -m tool check pyramid 1.5.2 requires WebOb, which is not installed.",  # a console transcript
+        "$ tool install foo installs the package foo.",
+        ">>> tool.version() returns the version string.",
+        "For each project page URL, fetch the HTML and parse out the anchor links.",  # a step after "for each …,"
+    ],
+)
+def test_console_lines_and_steps_after_for_each_are_not_claims(sentence):
+    assert claim_problem(sentence) is not None
+
+
+def test_a_name_that_is_also_an_imperative_verb_still_opens_a_claim():
+    assert claim_problem("Import duties on steel rose by a quarter in 2018.") is None
+    assert claim_problem("Provide is a 2014 album by the band Foo Fighters.") is None

@@ -220,7 +220,9 @@ _IMPERATIVE = (
     r"Send|Save|Load|Build|Define|Pass|Invoke|Execute|Apply|Enable|Disable|Modify|Rename|Store|Acquire|Release|"
     r"Lock|Unlock|Download|Upgrade|Increase|Decrease|Reduce|Limit|Allocate|Free|Return|Repeat|Continue|Begin|"
     r"Commit|Roll back|Sync|Truncate|Attach|Detach|Compute|Calculate|Measure|Find|Print|Edit|Mix|Add|Place|Combine|"
-    r"Insert|Connect|Disconnect|Mount|Unmount|Register|Sign|Log|Follow|Read|Test|Invalidate|Clear|Reset)"
+    r"Insert|Connect|Disconnect|Mount|Unmount|Register|Sign|Log|Follow|Read|Test|Invalidate|Clear|Reset|"
+    r"Fetch|Parse|Provide|Include|Import|Export|Declare|Wrap|Split|Merge|Filter|Convert|Extract|Generate|Clone|"
+    r"Upload|Submit|Fill)"
 )
 _OBJECT_START = (
     r"(?:a|an|the|all|any|each|every|this|that|these|those|it|them|your|its|their|some|one|two|three|"
@@ -269,7 +271,10 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     # the setting …" — a base-form verb followed by an object's determiner (not "Check constraints are …").
     (
         "an instruction, not a claim",
-        re.compile(rf"^{_IMPERATIVE}(?:\s+(?:or|and)\s+{_IMPERATIVE})?\s+{_OBJECT_START}", re.IGNORECASE),
+        re.compile(
+            rf"^(?:for (?:each|every)\b[^,]*,\s*)?{_IMPERATIVE}(?:\s+(?:or|and)\s+{_IMPERATIVE})?\s+{_OBJECT_START}",
+            re.IGNORECASE,
+        ),
     ),
     # "To compare the effects of oral semaglutide with placebo …": an objective, not a finding
     ("an objective, not a claim", re.compile(r"^To [a-z]+\b(?!.*\b(?:is|are|was|were|has|have|had|can|will|must)\b)")),
@@ -290,7 +295,7 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     ("a list item, not a sentence", re.compile(r"^As (?:a|an)\s[^,;]*$")),
 ]
 _CODE = re.compile(
-    r"/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
+    r"^(?:[A-Z]:\\>|\$|>>>)\s|/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
     r"sqlite3_int64|sqlite3)\s+\*?\w+\s*\(|\w\s*\(\s*(?:const\s+)?\w+\s*\*|\b\w+\s*=\s*\w+\s*[|;,]",
     re.IGNORECASE,
 )
