@@ -19,7 +19,8 @@ the same, larger — SciFact, HotpotQA and MuSiQue paragraphs, and the Cargo boo
 set) and a blind9 part (session 17, second round: the same, with the rustc book, `--rustc-book`) and a blind10 part
 (session 18: the same, with the Rust Reference, `--reference`) and a blind11 part (session 19: the same, with the
 Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`) and a
-blind13 part (session 21: the same, with the libffi manual, `--libffi`):
+blind13 part (session 21: the same, with the libffi manual, `--libffi`) and a blind14 part (session 23: the same, with
+the libxslt documentation, `--libxslt`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -90,16 +91,19 @@ HOTPOT_QUESTIONS = {
     "blind12": range(54, 60),
     # blind13: nine questions, as the libffi manual's short pages give fewer candidates than the older sets' chunks
     "blind13": (*range(65, 70), *range(74, 78)),
+    # blind14: the seven questions no split had used (the file has 100)
+    "blind14": (78, 79, 86, 87, 88, 89, 99),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
+    "blind14": range(42, 46),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -124,6 +128,8 @@ SCIFACT_START = {
     "blind11": 0.3125,
     "blind12": 0.1875,
     "blind13": 0.0625,
+    # blind14: every sixteenth is taken, so half-way between dev's start (0) and blind13's (1/16)
+    "blind14": 0.03125,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -257,8 +263,33 @@ LIBFFI_PAGES = {
         "Missing-Features.html",
     ]
 }
+# session 23's blind14 takes its documentation from a tenth set, of another kind than the Rust, Node.js, SQLite,
+# Valgrind and libffi ones: the libxslt project's pages (an XSLT library's site and tutorials, hand-written HTML:
+# Debian's libxslt1-dev in /usr/share/doc/libxslt1-dev/html, `--libxslt`), one chunk a third of the way into each of its
+# prose pages (not the API*.html symbol indexes, the gtk-doc reference under html/, news.html (a changelog), xslt.html
+# (the whole site on one page), docs.html and downloads.html (links), nor the EXSLT/ folder: libexslt's site, copies of
+# these pages and a one-page version). API.html is taken: it is prose (the steps of a transformation), not an index.
+LIBXSLT_PAGES = {
+    "blind14": [
+        "index.html",
+        "intro.html",
+        "FAQ.html",
+        "API.html",
+        "xsltproc2.html",
+        "xsltproc.html",
+        "internals.html",
+        "extensions.html",
+        "python.html",
+        "docbook.html",
+        "bugs.html",
+        "help.html",
+        "contribs.html",
+        "tutorial/libxslttutorial.html",
+        "tutorial2/libxslt_pipes.html",
+    ]
+}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -341,6 +372,7 @@ ONE_CHUNK_SETS = {
     "nomicon": (NOMICON_PAGES, "nomicon", "nom", "folder of the Rustonomicon's HTML pages (blind11's docs)"),
     "valgrind": (VALGRIND_PAGES, "valgrind", "vg", "folder of the Valgrind manual's HTML pages (blind12's docs)"),
     "libffi": (LIBFFI_PAGES, "libffi", "ffi", "folder of the libffi manual's HTML pages (blind13's docs)"),
+    "libxslt": (LIBXSLT_PAGES, "libxslt", "xslt", "folder of the libxslt HTML pages (blind14's docs)"),
 }
 
 
@@ -359,6 +391,7 @@ DOC_URLS = {
     "nomicon": "https://doc.rust-lang.org/nomicon/",
     "valgrind": "file:///usr/share/doc/valgrind/html/",
     "libffi": "file:///usr/share/doc/libffi8/html/",
+    "libxslt": "file:///usr/share/doc/libxslt1-dev/html/",
 }
 
 
