@@ -64,7 +64,7 @@ from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E4
 # ed32d30 is main at the start of session 20: blind10 in training, blind11 not, threshold 0.7; 0ed344c is main at
 # the start of session 21: blind11 in training, blind12 not),
 # run from this commit's package in a subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "0ed344c"
+MAIN_COMMIT = "ba51cea"
 EXTRACTORS = ("baseline", "main", "new")
 
 
