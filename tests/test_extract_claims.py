@@ -442,6 +442,7 @@ def test_an_opening_clause_about_something_named_before_does_not_stand_alone():
         "While that is mostly true, fetching metadata from an index is the finder's job.",
         "If it does, the installer stops with an error.",
         "When this option is in effect, the cache starts empty.",
+        "To install it you will need both compilers and a make tool.",
     ):
         assert standalone_problem(sentence) == "its opening clause refers to the sentence before", sentence
     for sentence in (

@@ -453,11 +453,12 @@ _REFERS_BACK = re.compile(
     r"e\.g\.|in this example|in the example)\b",
     re.IGNORECASE,
 )
-# "While that is mostly true, …", "If it does, …", "When this option is in effect, …": the opening clause's subject
-# is something the source named before (not "While it is possible to …": that "it" points forward).
+# "While that is mostly true, …", "If it does, …", "When this option is in effect, …", "To install it you …": the
+# opening clause's subject (or object) is something the source named before (not "While it is possible to …": that
+# "it" points forward).
 _CLAUSE_REFERS_BACK = re.compile(
-    r"^(?:while|although|though|if|when|whenever|since|because|once|unless|whereas|even though|even if|as long as)"
-    r"\s+(?:this|that|these|those|such|they|it)\b",
+    r"^(?:(?:while|although|though|if|when|whenever|since|because|once|unless|whereas|even though|even if|as long as)"
+    r"\s+(?:this|that|these|those|such|they|it)|to [a-z]+ (?:it|them|this|these|those))\b",
     re.IGNORECASE,
 )
 _CLAUSE_EXPLETIVE = re.compile(r"^\w+(?:\s+\w+)?\s+it\s+(?:is|was)\s+(?:not\s+)?\w+\s+(?:to|that|whether)\b", re.I)
