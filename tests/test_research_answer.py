@@ -187,7 +187,7 @@ def test_an_either_or_question_about_lifespans_or_counts_is_decided_by_what_each
     # A count after the thing ("The population was 3,001"); a year beside it is no count.
     towns = {
         "Minby": "Minby is a town in Nevada. The population was 3,001 at the 2010 census.",
-        "Garby": "Garby is a town in Nevada. As of the 2010 census, its population was 5,656.",
+        "Garby": "Garby is a town in Nevada with a 2010 census population of 5,656.",
     }
     assert _chosen(towns, "Which town has a greater population as of the 2010 census, Minby or Garby?") == "Garby"
     # A passage that states no count, or no (born – died) dates, decides nothing: the run abstains.

@@ -561,16 +561,16 @@ def _count_of(thing: str, text: str) -> float | None:
     before = rf"\b{_COUNT}\s+(?:[\w-]+\s+){{0,2}}?{head}\b"
     verb, about = r"(?:(?:was|is|of|stood at|reached)\s+)?", r"(?:(?:about|approximately|around|nearly|over)\s+)?"
     after = rf"\b{head}\s+{verb}{about}{_COUNT}"
-    found = [m for m in (re.search(before, text, re.I), re.search(after, text, re.I)) if m]
-    if not found:
-        return None
-    number = min(found, key=lambda m: m.start()).group(1).lower()
-    if number in _COUNT_WORDS:
-        return float(_COUNT_WORDS[number])
-    value, *scale = number.replace(",", "").split()
-    if not scale and "," not in number and _YEAR.fullmatch(value):
-        return None  # "the 2010 census population": a date, not a count
-    return float(value) * (_SCALE[scale[0]] if scale else 1)
+    found = sorted(
+        (m.start(), m.group(1).lower()) for pattern in (before, after) for m in re.finditer(pattern, text, re.I)
+    )
+    for _, number in found:
+        if number in _COUNT_WORDS:
+            return float(_COUNT_WORDS[number])
+        value, *scale = number.replace(",", "").split()
+        if scale or "," in number or not _YEAR.fullmatch(value):  # "the 2010 census population": a date, no count
+            return float(value) * (_SCALE[scale[0]] if scale else 1)
+    return None
 
 
 def _by_attribute(question: str, options: list[str], texts: list[str]) -> int | None:
