@@ -175,15 +175,12 @@ def test_an_either_or_question_about_lifespans_or_counts_is_decided_by_what_each
         "Bo Renn": "Bo Renn (April 12, 1908 - August 17, 1981) was an Italian director who made six feature films.",
     }
 
-    def chosen(question: str) -> str | None:
-        return _chosen(texts, question)
-
     # Born – died: 63 years against 73, in days when both dates are full.
-    assert chosen("Who lived longer, Ada Quill or Bo Renn?") == "Bo Renn"
-    assert chosen("Which director died younger, Ada Quill or Bo Renn?") == "Ada Quill"
+    assert _chosen(texts, "Who lived longer, Ada Quill or Bo Renn?") == "Bo Renn"
+    assert _chosen(texts, "Which director died younger, Ada Quill or Bo Renn?") == "Ada Quill"
     # A count spelled out before the counted thing; the smaller one for "fewer".
-    assert chosen("Who made more feature films, Ada Quill or Bo Renn?") == "Bo Renn"
-    assert chosen("Who made fewer feature films, Ada Quill or Bo Renn?") == "Ada Quill"
+    assert _chosen(texts, "Who made more feature films, Ada Quill or Bo Renn?") == "Bo Renn"
+    assert _chosen(texts, "Who made fewer feature films, Ada Quill or Bo Renn?") == "Ada Quill"
     # A count after the thing ("The population was 3,001"); a year beside it is no count.
     towns = {
         "Minby": "Minby is a town in Nevada. The population was 3,001 at the 2010 census.",
@@ -192,8 +189,8 @@ def test_an_either_or_question_about_lifespans_or_counts_is_decided_by_what_each
     assert _chosen(towns, "Which town has a greater population as of the 2010 census, Minby or Garby?") == "Garby"
     # A passage that states no count, or no (born – died) dates, decides nothing: the run abstains.
     texts["Bo Renn"] = "Bo Renn (born April 12, 1908) is an Italian director of feature films."
-    assert chosen("Who lived longer, Ada Quill or Bo Renn?") is None
-    assert chosen("Who made more feature films, Ada Quill or Bo Renn?") is None
+    assert _chosen(texts, "Who lived longer, Ada Quill or Bo Renn?") is None
+    assert _chosen(texts, "Who made more feature films, Ada Quill or Bo Renn?") is None
 
 
 def test_a_supporting_sentence_needs_a_share_of_the_best_score():
