@@ -420,18 +420,18 @@ class SureModel(RoutedChatModel):
         return out
 
 
-@pytest.mark.parametrize(("logprob", "kept"), [(-0.01, True), (-0.5, False)])
+@pytest.mark.parametrize(("logprob", "kept"), [(-0.01, True), (-0.7, False)])
 def test_a_supported_reading_the_model_was_unsure_of_abstains(workspace, fake_embedder, logprob, kept):
     model = SureModel({"answer": "Tromsø", "sources": ["S1"]}, logprob)
     deps = make_deps(workspace, fake_embedder, model, KeywordBackend(TWO_HOP), model_steps=("answer",))
     result = run_research(workspace, QUESTION, RunOptions(loops=2, queries=2), deps=deps)
     state = RunStore(workspace.db).load_state(result.run_id)
     assert result.report_stats["model_steps"]["answer"]["calls"] == 1
-    assert state.options.reader_min_confidence == 0.75  # the default
-    if kept:  # exp(-0.01) = 0.99 ≥ 0.75: the headline, with its confidence
+    assert state.options.reader_min_confidence == 0.6  # the default
+    if kept:  # exp(-0.01) = 0.99 ≥ 0.6: the headline, with its confidence
         assert result.short_answer == "Tromsø" and state.short_answer["confidence"] == pytest.approx(0.99, abs=0.001)
-    else:  # exp(-0.5) = 0.61: supported by the evidence, but no headline; the reading is kept as rejected
+    else:  # exp(-0.7) = 0.50: supported by the evidence, but no headline; the reading is kept as rejected
         assert result.short_answer is None and ABSTAIN_NOTE in result.report
         assert "**Tromsø**" not in result.report
-        assert state.short_answer["reader_rejected"]["confidence"] == pytest.approx(0.6065, abs=0.001)
+        assert state.short_answer["reader_rejected"]["confidence"] == pytest.approx(0.4966, abs=0.001)
         assert result.report_stats["model_steps"]["answer"]["accepted"] == 0
