@@ -295,7 +295,8 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     ("a list item, not a sentence", re.compile(r"^As (?:a|an)\s[^,;]*$")),
 ]
 _CODE = re.compile(
-    r"^(?:[A-Z]:\\>|\$|>>>)\s|/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
+    r"^(?:[A-Z]:\\>|\$|>>>)\s|"  # a console line: "C:\> …", "$ …", ">>> …"
+    r"/\*|\*/|[{}]|\s--\s|\|\s*\w+\s*\||^\s*(?:int|void|char|const|static|struct|unsigned|double|float|"
     r"sqlite3_int64|sqlite3)\s+\*?\w+\s*\(|\w\s*\(\s*(?:const\s+)?\w+\s*\*|\b\w+\s*=\s*\w+\s*[|;,]",
     re.IGNORECASE,
 )
