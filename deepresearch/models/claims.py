@@ -455,14 +455,12 @@ _REFERS_BACK = re.compile(
     re.IGNORECASE,
 )
 # "While that is mostly true, …", "If it does, …", "When this option is in effect, …", "To install it you …": the
-# opening clause's subject (or object) is something the source named before (not "While it is possible to …": that
-# "it" points forward).
+# opening clause's subject (or object) is something the source named before (group 1: the clause's subject).
 _CLAUSE_REFERS_BACK = re.compile(
     r"^(?:(?:while|although|though|if|when|whenever|since|because|once|unless|whereas|even though|even if|as long as)"
-    r"\s+(?:this|that|these|those|such|they|it)|to [a-z]+ (?:it|them|this|these|those))\b",
+    r"\s+(this|that|these|those|such|they|it)|to [a-z]+ (?:it|them|this|these|those))\b",
     re.IGNORECASE,
 )
-_CLAUSE_EXPLETIVE = re.compile(r"^\w+(?:\s+\w+)?\s+it\s+(?:is|was)\s+(?:not\s+)?\w+\s+(?:to|that|whether)\b", re.I)
 _REFERS_BACK_INSIDE = re.compile(
     r"\b(?:(?:this|these|those|such) (?:study|studies|data|findings|results|analysis|analyses|review|trial|"
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
@@ -750,7 +748,7 @@ def standalone_problem(sentence: str) -> str | None:
         return "lists members of something named before"
     if _REFERS_BACK.match(sentence):
         return "refers to the sentence before"
-    if _CLAUSE_REFERS_BACK.match(sentence) and not _CLAUSE_EXPLETIVE.match(sentence):
+    if _clause_refers_back(sentence):
         return "its opening clause refers to the sentence before"
     if _REFERS_BACK_INSIDE.search(sentence):
         return "refers to something the source named before"
@@ -769,6 +767,15 @@ def standalone_problem(sentence: str) -> str | None:
     if respectively_without_referents(sentence):
         return "refers to something the source named before"
     return None
+
+
+def _clause_refers_back(sentence: str) -> bool:
+    """An opening clause about something named before (`_CLAUSE_REFERS_BACK`), not one whose "it" points
+    forward as a sentence-opening expletive "It" does ("While it is possible to …": `_EXPLETIVE_IT`)."""
+    match = _CLAUSE_REFERS_BACK.match(sentence)
+    if match is None:
+        return False
+    return (match.group(1) or "").lower() != "it" or not _EXPLETIVE_IT.match("It" + sentence[match.end(1) :])
 
 
 # "Hedford left in 1998 …" after "… and drummer Eric Hedford": one name, then a lower-case word.

@@ -441,8 +441,8 @@ def choose_option(state: ResearchState, passages: list[str]) -> Candidate | None
         pick = _by_lifespan(state.topic, texts)
     elif _EARLIER.search(state.topic) or _LATER.search(state.topic):
         pick = _by_year(state.topic, texts)
-    elif measured(state.topic):
-        pick = _by_count(state.topic, texts)
+    elif measure := _MEASURE.search(state.topic):
+        pick = _by_count(measure, texts)
     elif ATTRIBUTE_OPTIONS and not _RANKS.search(_THRESHOLD.sub("", state.topic)):
         pick = _by_attribute(state.topic, options, texts)
     else:
@@ -535,23 +535,14 @@ _COUNT = r"(\d[\d,]*(?:\.\d+)?(?:\s+(?:thousand|million|billion))?|" + "|".join(
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 
-def measured(question: str) -> str:
-    """The counted thing an either-or question ranks by ("studio albums", "population"), or ""."""
-    match = _MEASURE.search(question)
-    return match.group(2).lower() if match else ""
-
-
-def _by_count(question: str, texts: list[str]) -> int | None:
-    """The option (0 or 1) whose passage states the larger count of the measured thing (the smaller
-    for "fewer", "less" …); None when a passage states none or the counts tie."""
-    match = _MEASURE.search(question)
-    if match is None:
-        return None
-    counts = [_count_of(match.group(2).lower(), text) for text in texts]
+def _by_count(measure: re.Match[str], texts: list[str]) -> int | None:
+    """The option (0 or 1) whose passage states the larger count of the thing `measure` (a `_MEASURE` match
+    of the question) names, the smaller for "fewer", "less" …; None when a passage states none or they tie."""
+    counts = [_count_of(measure.group(2).lower(), text) for text in texts]
     if counts[0] is None or counts[1] is None or counts[0] == counts[1]:
         return None
     larger = 0 if counts[0] > counts[1] else 1
-    return 1 - larger if re.fullmatch(_FEWER, match.group(1).lower()) else larger
+    return 1 - larger if re.fullmatch(_FEWER, measure.group(1).lower()) else larger
 
 
 def _count_of(thing: str, text: str) -> float | None:
