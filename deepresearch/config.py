@@ -61,7 +61,8 @@ class LLMConfig(_Section):
     n_threads: int | None = Field(
         None,
         ge=1,
-        description="CPU threads for llama-cpp; null = half the cores (more threads than idle cores is slower).",
+        description="CPU threads for llama-cpp; null = per call, the physical cores idle at the time (at least 1:"
+        " a thread on a busy core slows the whole call).",
     )
     temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per call.")

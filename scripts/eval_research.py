@@ -31,7 +31,7 @@ Develop on one slice (`--start 0 --limit 40`), report on another (`--start 40 --
 
     python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --start 40 \
         --limit 60 --cache-dir /tmp/eval-cache --modes extractive,reader,baseline \
-        --models smollm2-135m-instruct,gemma3-270m,qwen2.5-coder-1.5b-instruct --threads 2 [--json]
+        --models smollm2-135m-instruct,gemma3-270m,qwen2.5-coder-1.5b-instruct [--json]
 """
 
 from __future__ import annotations
@@ -248,8 +248,9 @@ def baseline_row(item: dict, corpus: Any, titles: dict[str, str]) -> dict:
     }
 
 
-def reader_deps(ws: Any, model: str, threads: int, steps: tuple[str, ...]) -> Any:
-    """Deps of the workspace with the chat model `model` (name or path) on `threads` threads, asked for `steps`."""
+def reader_deps(ws: Any, model: str, threads: int | None, steps: tuple[str, ...]) -> Any:
+    """Deps of the workspace with the chat model `model` (name or path) on `threads` threads (None: the
+    product's rule), asked for `steps`."""
     from deepresearch.models.llm import get_chat_model
     from deepresearch.research.wiring import build_deps, options_from_config
 
@@ -479,7 +480,12 @@ def _parser() -> argparse.ArgumentParser:
         default="qwen2.5-coder-1.5b-instruct",
         help="Comma-separated chat models (shipped names or GGUF paths); default: the shipped default.",
     )
-    parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of the reader (default 2).")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads of the reader (default: the product's rule, the physical cores idle at each call).",
+    )
     parser.add_argument("--cache-dir", type=Path, default=None, help="Keep the ingested corpus DB here.")
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="Keep the runs' workspaces here (default: deleted)."

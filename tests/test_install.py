@@ -221,7 +221,7 @@ def test_offline_install_from_wheelhouse_into_a_pep668_python_runs_doctor_and_re
         DEEPRESEARCH__SEARCH__RESULTS_PER_QUERY="2",
         DEEPRESEARCH__RESEARCH__FACTS_PER_SOURCE="3",
     )
-    question = "How does SQLite WAL mode treat readers and writers?"
+    question = "Which SQLite journal mode lets readers and writers work at the same time?"
     ran = _run(
         ["unshare", "-n", cli, "research", question, "--loops", "1", "--queries", "2", "--json"],
         timeout=900,

@@ -111,3 +111,15 @@ def test_fallback_templates_render_system_and_turns():
         chatml.prompt
         == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+def test_each_call_runs_on_the_threads_chosen_for_it(real_llm, monkeypatch):
+    """llm.n_threads null: the call's thread count comes from the chooser and is reported."""
+    from deepresearch.models import llama_backend
+
+    chooser = llama_backend._thread_chooser()
+    messages = [{"role": "user", "content": "Name a colour."}]
+    for threads in (2, 1):
+        monkeypatch.setattr(chooser, "choose", lambda n=threads: n)
+        out = real_llm.complete(messages, max_tokens=4, temperature=0.0)
+        assert out.extra["threads"] == threads and out.text.strip()

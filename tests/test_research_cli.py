@@ -99,7 +99,7 @@ def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, mo
             "--home",
             str(home),
             "research",
-            "How does SQLite WAL mode treat readers and writers?",
+            "Which SQLite journal mode lets readers and writers work at the same time?",
             "--loops",
             "1",
             "--queries",
@@ -139,7 +139,7 @@ def test_end_to_end_with_the_real_models_on_the_sample_corpus(home, tmp_path, mo
     assert data["report_stats"]["citations"] >= 1
     # The reader answered from the WAL page (or abstained: then no bold guess); a kept answer is
     # stated by a passage it cites, and the footer says the model read.
-    assert "answer (" in report.split("---")[-1]
+    assert "model used for: answer (" in report.split("---")[-1]
     if data["short_answer"] is not None:
         assert data["answer_sources"] and all(s["url"] in retrieved for s in data["answer_sources"])
         wal = (CORPUS / "sqlite-wal.md").read_text(encoding="utf-8").lower()

@@ -11,6 +11,7 @@ import pytest
 
 from deepresearch.models.base import field_logprobs
 from deepresearch.research.loop import run_research
+from deepresearch.research.progress import describe
 from deepresearch.research.reader import (
     asked_shape,
     check_hop,
@@ -148,6 +149,23 @@ def test_a_name_read_shorter_than_the_evidence_writes_it_is_taken_whole():
     assert (
         check_reading({"answer": "G. Hall", "sources": ["S1"]}, state, [("S1", "S1", "Quell Association", two)]) is None
     )
+
+
+def test_a_how_or_why_question_is_answered_by_the_best_sentences_without_the_model(workspace, fake_embedder):
+    docs = {"file:///corpus/wal.md": "Readers keep reading the last committed state while a writer appends to the WAL."}
+    question = "How does SQLite WAL mode let readers and writers work at the same time?"
+    lines: list[str] = []
+    model = RoutedChatModel(answer={"answer": "WAL mode", "sources": ["S1"]})
+    deps = make_deps(workspace, fake_embedder, model, KeywordBackend(docs), model_steps=("answer",))
+    result = run_research(
+        workspace, question, RunOptions(loops=1), deps=deps, progress=lambda e, **i: lines.append(describe(e, **i))
+    )
+    assert model.prompts("answer research") == []  # not read: ~20 s saved
+    assert result.short_answer is None and result.report_stats["answer_method"] == "sentences"
+    answer = _answer_section(result.report)
+    assert "**" not in answer and ABSTAIN_NOTE not in answer
+    assert answer.strip().startswith("Readers keep reading the last committed state")
+    assert "answer (sentences): the best sentences of the evidence" in lines
 
 
 def test_with_no_supported_answer_the_report_abstains_with_no_bold_guess(workspace, fake_embedder):

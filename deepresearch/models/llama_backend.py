@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import ModelError
 from deepresearch.models.base import ChatModel, Completion, Message, PromptTooLong, parse_json
+from deepresearch.models.cpu import ThreadChooser, usable_cpus
 from deepresearch.models.shipped import resolve_model_path
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ _MODEL_LOCK = threading.Lock()
 _GENERATE_LOCK = threading.Lock()
 # One loaded llama.cpp model per process: loading a second GGUF releases the first.
 _LOADED_LLAMA: dict[str, Any] = {}
+_CHOOSER: ThreadChooser | None = None  # llm.n_threads null: threads chosen per call from the idle cores
 
 
 class _LazyGrammarSampler:
@@ -230,12 +231,22 @@ def close_models() -> None:
 atexit.register(close_models)
 
 
-def _usable_cores() -> int:
-    """Cores this process may run on (a container's cpuset, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 2
+def _thread_chooser() -> ThreadChooser:
+    """The process's one thread chooser (its first window opens before the model loads)."""
+    global _CHOOSER
+    if _CHOOSER is None:
+        _CHOOSER = ThreadChooser()
+        _CHOOSER.look()
+    return _CHOOSER
+
+
+def _set_threads(llama: Any, threads: int) -> None:
+    """Run the loaded model's next calls on `threads` threads (prompt and generation alike)."""
+    if threads != llama.n_threads or threads != llama.n_threads_batch:
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, threads)
+        llama.n_threads = llama.n_threads_batch = threads
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None) -> Any:
@@ -250,10 +261,9 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
             raise ModelError("llama-cpp-python is not installed — pip install llama-cpp-python") from None
         for old in list(_LOADED_LLAMA):  # free the previous model before loading another
             _LOADED_LLAMA.pop(old).close()
-        # Half the cores by default, like llama.cpp: its threads spin-wait on each other, so
-        # one more thread than there are idle cores can make generation ~10× slower (Qwen 1.5B on
-        # 2 busy cores: 1.3 s/token with 1 thread, 13 s with 2; docs/BENCHMARKS.md session 11).
-        threads = n_threads or max(1, _usable_cores() // 2)
+        # Loaded on half the usable cores, like llama.cpp; with llm.n_threads null each call then
+        # runs on the cores idle at the time (models/cpu.py).
+        threads = n_threads or max(1, len(usable_cpus()) // 2)
         from llama_cpp._utils import suppress_stdout_stderr
 
         try:
@@ -278,6 +288,17 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
             llama.chat_handler, llama.template_source = _fallback_handler(llama)
         _LOADED_LLAMA[key] = llama
         return llama
+
+
+def _sampler_extra(llama: Any, sampler: Any) -> dict[str, Any]:
+    """A constrained call's grammar counts and its tokens' log-probabilities."""
+    return {
+        "grammar_tokens": {"fast": sampler.fast, "resampled": sampler.slow, "full_vocab": sampler.full},
+        "token_logprobs": [
+            (llama.detokenize([token]).decode("utf-8", "replace"), round(logprob, 4))
+            for token, logprob in sampler.logprobs
+        ],
+    }
 
 
 class LlamaCppModel(ChatModel):
@@ -308,6 +329,19 @@ class LlamaCppModel(ChatModel):
             "chat_template": llama.template_source,
         }
 
+    def _create(self, llama: Any, kwargs: dict[str, Any]) -> Any:
+        """llama-cpp-python's chat completion, its failures as this project's errors."""
+        try:
+            return llama.create_chat_completion(**kwargs)
+        except ValueError as exc:
+            if "exceed context window" in str(exc):
+                raise PromptTooLong(
+                    f"prompt too long for model {self.name}: {exc} — raise llm.n_ctx or send less text"
+                ) from None
+            raise ModelError(f"model {self.name} failed: {exc}") from exc
+        except Exception as exc:
+            raise ModelError(f"model {self.name} failed: {exc}") from exc
+
     def complete(
         self,
         messages: list[Message],
@@ -328,36 +362,31 @@ class LlamaCppModel(ChatModel):
 
             kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         with _GENERATE_LOCK:
+            chooser = _thread_chooser() if self.config.n_threads is None else None
             llama = self._load()
+            if chooser is not None:
+                _set_threads(llama, chooser.choose())
             start = time.perf_counter()
             before = _perf(llama)
             try:
-                out = llama.create_chat_completion(**kwargs)
-            except ValueError as exc:
-                if "exceed context window" in str(exc):
-                    raise PromptTooLong(
-                        f"prompt too long for model {self.name}: {exc} — raise llm.n_ctx or send less text"
-                    ) from None
-                raise ModelError(f"model {self.name} failed: {exc}") from exc
-            except Exception as exc:
-                raise ModelError(f"model {self.name} failed: {exc}") from exc
+                out = self._create(llama, kwargs)
+            finally:
+                if chooser is not None:
+                    chooser.look()
             seconds = time.perf_counter() - start
             timings = _timings(before, _perf(llama))
             sampler = getattr(llama, "last_sampler", None)
             llama.last_sampler = None
+            threads = llama.n_threads
         text = out["choices"][0]["message"]["content"] or ""
         usage = out.get("usage", {})
-        extra: dict[str, Any] = {"finish_reason": out["choices"][0].get("finish_reason"), **timings}
+        extra: dict[str, Any] = {
+            "finish_reason": out["choices"][0].get("finish_reason"),
+            "threads": threads,
+            **timings,
+        }
         if schema is not None and sampler is not None:
-            extra["grammar_tokens"] = {
-                "fast": sampler.fast,
-                "resampled": sampler.slow,
-                "full_vocab": sampler.full,
-            }
-            extra["token_logprobs"] = [
-                (llama.detokenize([token]).decode("utf-8", "replace"), round(logprob, 4))
-                for token, logprob in sampler.logprobs
-            ]
+            extra.update(_sampler_extra(llama, sampler))
         return Completion(
             text=text,
             data=parse_json(text) if schema is not None else None,

@@ -32,7 +32,12 @@ def describe(event: str, **info: Any) -> str | None:
         nxt = f"stop: {info['stop']}" if info["stop"] else "follow-ups: " + " | ".join(info["follow_ups"])
         return f"{loop} reflect: {info['new_sources']} new sources, {info['new_facts']} new facts; {nxt}"
     if event == "answer":
-        said = f"**{info['text']}**" if info.get("text") else "not stated directly by the evidence"
+        if info.get("text"):
+            said = f"**{info['text']}**"
+        elif info["method"] == "sentences":  # how/why: the sentences are the answer
+            said = "the best sentences of the evidence"
+        else:
+            said = "not stated directly by the evidence"
         return f"answer ({info['method']}): {said}"
     if event == "report":
         counts = f"{info['citations']} citations, {info['sources']} sources"

@@ -326,14 +326,26 @@ COMPARISONS_FIRST = True
 READ_OPTIONS = False
 
 
+# A how/why question is answered by the evidence's best sentences, not read: on six how/why
+# questions over the shipped sample corpus the reader's span was right once ("BM25"), wrong twice
+# (a page title; a date for "why"), rejected three times — ~20 s of model time each
+# (docs/BENCHMARKS.md, session 24). The eval sets hold one such question in ~470.
+READ_EXPLAIN = False
+
+
 def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
-    """The run's short answer: for a yes/no or either-or question the comparison of the passages
+    """The run's short answer: for a how/why question the best sentences (READ_EXPLAIN); for a
+    yes/no or either-or question the comparison of the passages
     when it answers (an either-or question it does not decide abstains: READ_OPTIONS); otherwise
     the model's reading when the evidence supports it (with a hop read if `research.second_read`),
     else the confident extractive answer, else an abstention. The hop's search joins the run's
     pool (sources, hops)."""
     passages = cited_passages(state)
     kind = answers.question_type(state.topic)
+    if kind == "explain" and not READ_EXPLAIN:
+        found = extractive_answer(state, passages)  # how/why: the best sentences answer
+        run.progress("answer", text=None, method=found["method"])
+        return {"short_answer": found}
     if kind in TRUSTED_KINDS and COMPARISONS_FIRST:
         compared = extractive_answer(state, passages)  # yes/no, either-or: the comparison of the passages
         if compared.get("text") or (kind == "choice" and not READ_OPTIONS):
