@@ -435,6 +435,15 @@ def test_advice_to_the_reader_is_not_a_claim(sentence):
     assert claim_problem(sentence) == "advice, not a claim"
 
 
+def test_a_sentence_in_parentheses_is_an_aside_on_what_came_before():
+    from deepresearch.models.claims import standalone_problem
+
+    aside = "an aside in parentheses on what the source said before"
+    assert standalone_problem("(Passing 1 makes the parser skip the header.)") == aside
+    assert standalone_problem("(This keeps older callers working as before.).") == aside
+    assert standalone_problem("The parser skips the header (when passed 1).") != aside
+
+
 def test_an_opening_clause_about_something_named_before_does_not_stand_alone():
     from deepresearch.models.claims import standalone_problem
 

@@ -108,7 +108,7 @@ def _render_results(results: list[Any], query: str, as_json: bool, extra: dict[s
 class AddOptions:
     """The arguments and options of `deepresearch corpus add`."""
 
-    paths: List[Path] = typer.Argument(..., help="Files or folders (.md .txt .html .pdf .parquet .csv .jsonl).")
+    paths: List[Path] = typer.Argument(..., help="Files or folders (.md .rst .txt .html .pdf .parquet .csv .jsonl).")
     glob: Optional[str] = typer.Option(None, "--glob", help="Pattern for files inside folders, e.g. '**/*.md'.")
     text_col: Optional[str] = typer.Option(None, "--text-col", help="Tabular files: column with the text.")
     title_col: Optional[str] = typer.Option(None, "--title-col", help="Tabular files: column with the title.")

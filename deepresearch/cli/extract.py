@@ -15,7 +15,7 @@ from deepresearch.cli.common import MODEL_HELP, echo, echo_json, open_kb, open_w
 class ExtractOptions:
     """The arguments and options of `deepresearch extract`."""
 
-    path: Path = typer.Argument(..., help="A local document (text, Markdown, HTML or PDF).")
+    path: Path = typer.Argument(..., help="A local document (text, Markdown, reStructuredText, HTML or PDF).")
     topic: str = typer.Option("", "--topic", help="Research topic: facts about it come first.")
     max_facts: int = typer.Option(5, "--max-facts", min=1, help="Facts per ~1500-character chunk at most.")
     store: bool = typer.Option(False, "--store", help="Write the facts into the knowledge base.")

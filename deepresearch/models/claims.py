@@ -742,6 +742,8 @@ def respectively_without_referents(sentence: str) -> bool:
 
 def standalone_problem(sentence: str) -> str | None:
     """Why `sentence` cannot stand alone (before any pronoun resolution); None when it can."""
+    if sentence.startswith("("):
+        return "an aside in parentheses on what the source said before"
     if definite_reference(sentence):
         return "a definite subject the source named before"
     if _MEMBERS_OF.match(sentence):

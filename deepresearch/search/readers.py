@@ -20,6 +20,7 @@ from typing import Iterator
 from urllib.parse import quote
 
 from deepresearch.errors import InputError, NotIndexed
+from deepresearch.search import markup
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
@@ -124,9 +125,21 @@ def _require_text(path: Path, text: str, what: str = "file") -> str:
     return text
 
 
+def _markup(path: Path) -> str | None:
+    """ "md" or "rst" for a file written in that markup (its text is cleaned: search/markup.py), else None."""
+    suffix = path.suffix.lower()
+    return "md" if suffix in markup.MARKDOWN_SUFFIXES else "rst" if suffix in markup.RST_SUFFIXES else None
+
+
 def _text_title(path: Path, text: str) -> str:
-    """The first Markdown heading or non-empty line of `text` (else the file name)."""
-    for line in text.splitlines():
+    """An .rst page's first section title, else the first Markdown heading or non-empty line of
+    `text` (already plain), else the file name."""
+    lines = text.splitlines()
+    if _markup(path) == "rst":
+        title = markup.rst_title(lines)
+        if title:
+            return title[:200]
+    for line in lines:
         line = line.strip()
         if line:
             return (line.lstrip("#").strip() or path.stem)[:200]
@@ -134,8 +147,14 @@ def _text_title(path: Path, text: str) -> str:
 
 
 def read_text_file(path: Path) -> tuple[str, str]:
-    """(title, text) of a .txt/.md file; the title is the first Markdown heading or line."""
+    """(title, text) of a .txt/.md/.rst file, Markdown and rST markup replaced by its text; the title
+    is the first rST section title, Markdown heading or line."""
     text = _require_text(path, _decode(path, _read_bytes(path)))
+    kind = _markup(path)
+    if kind is not None:
+        title = _text_title(path, text) if kind == "rst" else None  # adornments are gone once plain
+        text = _require_text(path, markup.plain_text(text, kind))
+        return title or _text_title(path, text), text
     return _text_title(path, text), text
 
 
@@ -173,9 +192,36 @@ def stream_text_file(path: Path) -> tuple[str, Iterator[str]]:
     """(title, text in pieces) of a large .txt/.md file: what `read_text_file` returns, without ever
     holding the whole text (the title comes from the first piece)."""
     decoder = codecs.getincrementaldecoder(text_encoding(path))()
-    pieces = (decoder.decode(block, final=not block) for block in itertools.chain(_blocks(path), [b""]))
+    pieces: Iterator[str] = (decoder.decode(block, final=not block) for block in itertools.chain(_blocks(path), [b""]))
+    kind = _markup(path)
     first = next(pieces, "")
-    return _text_title(path, first), itertools.chain([first], pieces)
+    title = _text_title(path, first) if kind == "rst" else None  # from the adornments, before they go
+    if kind is not None:
+        pieces = _plain_pieces(itertools.chain([first], pieces), kind)
+        first = next(pieces, "")
+    return title or _text_title(path, first), itertools.chain([first], pieces)
+
+
+def _plain_pieces(pieces: Iterator[str], kind: str) -> Iterator[str]:
+    """Pieces of a streamed Markdown/rST file as plain text, cut at line ends (markup is line by line)."""
+
+    def lines() -> Iterator[str]:
+        rest = ""
+        for piece in pieces:
+            rest += piece
+            *whole, rest = rest.split("\n")
+            yield from whole
+        yield rest
+
+    batch: list[str] = []
+    size = 0
+    for line in markup.plain_lines(lines(), kind):
+        batch.append(line)
+        size += len(line) + 1
+        if size >= PIECE_BYTES:
+            yield "\n".join(batch) + "\n"
+            batch, size = [], 0
+    yield "\n".join(batch)
 
 
 # --- HTML: main text without navigation, headers, footers, scripts -------------------------
