@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from deepresearch.errors import InputError
 from deepresearch.search import ingest, readers
 from deepresearch.search.markup import plain_inline, plain_text
 from deepresearch.search.readers import read_file
@@ -31,7 +32,12 @@ Overview
 
 Note that ``pip install`` prefers to leave the installed version as-is unless ``--upgrade``
 is specified, as :pep:`440` and the :ref:`requirement specifiers <Requirement Specifiers>` say.
-See `the packaging guide <https://packaging.python.org/>`_ and :doc:`user_guide`.
+See `the packaging guide <https://packaging.python.org/>`_ and :doc:`user_guide`, or read
+:doc:`Dependency resolution
+backtracking <topics/dependency-resolution>` first.
+
+#. Regenerate the script.
+#. Commit the results.
 
 .. note::
    :class: tip
@@ -65,7 +71,8 @@ def test_rst_markup_gives_way_to_its_text():
     text = plain_text(RST, "rst")
     assert "Note that `pip install` prefers to leave the installed version as-is unless `--upgrade`" in text
     assert "as PEP 440 and the requirement specifiers say." in text
-    assert "See the packaging guide and user_guide." in text
+    assert "See the packaging guide and user_guide, or read\nDependency resolution\nbacktracking first." in text
+    assert "\nRegenerate the script.\nCommit the results." in text
     assert "A wheel is built once and installed many times." in text  # a note's body stays
     assert 'pip.main(["install", "x"])' in text  # a code block's code stays
     for gone in (
@@ -102,6 +109,8 @@ def test_markdown_markup_gives_way_to_its_text():
         ("**kwargs and *args are passed on", "**kwargs and *args are passed on"),
         ("snake_case_name stays", "snake_case_name stays"),
         ("define __init__ and __repr__", "define __init__ and __repr__"),
+        ("as {pep}`517` says[^1] and [#]_ notes", "as PEP 517 says and  notes"),
+        ("a {term}`pypug:Requirement Specifier` here", "a Requirement Specifier here"),
     ],
 )
 def test_inline_markup_cases(line, plain):
@@ -117,6 +126,13 @@ def test_files_are_read_by_their_markup(tmp_path: Path):
     md = read_file(tmp_path / "start.md")
     assert md.title == "Getting Started" and "{doc}" not in md.text
     assert read_file(tmp_path / "notes.txt").text == "Plain *text* keeps its ``marks``.\n"  # .txt: as written
+
+
+def test_a_file_of_markup_only_is_a_clear_error(tmp_path: Path):
+    only = tmp_path / "vendoring.rst"
+    only.write_text(".. include:: ../../README.rst\n", encoding="utf-8")
+    with pytest.raises(InputError, match="only markup"):
+        read_file(only)
 
 
 def test_a_streamed_rst_file_reads_as_the_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
+PARAGRAPH_LINES = 200  # lines cleaned together at most (inline markup may run over a line end)
 RST_SUFFIXES = (".rst",)
 
 _ADORNMENT = re.compile(r"^\s*([=\-`:'\"~^_*+#<>])\1{2,}\s*$")
@@ -35,7 +36,10 @@ _MD_FENCE = re.compile(r"^\s*(?:```|~~~)")
 _MYST_TARGET = re.compile(r"^\s*\([\w.-]+\)=\s*$")
 
 _ROLE = re.compile(r"(?::[\w-]+(?::[\w-]+)?:|\{[\w:-]+\})`([^`]+)`")
-_PEP_RFC = re.compile(r":(pep|rfc):`(\d+)`", re.IGNORECASE)
+_PEP_RFC = re.compile(r"(?::(pep|rfc):|\{(pep|rfc)\})`(\d+)`", re.IGNORECASE)
+_FOOTNOTE_REF = re.compile(r"\[\^[^\]\s]+\]|\[(?:#[\w-]*|\d+|\*)\]_")  # Markdown [^note], rST [1]_ [#]_
+_ENUMERATOR = re.compile(r"^(\s*)#\.\s+")  # rST's auto-numbered "#. item"
+_INTERSPHINX = re.compile(r"^[\w.-]+:(?=\S)")  # pypug:Requirement Specifier
 _RST_LINK = re.compile(r"`([^`<]+?)\s*<[^`>]+>`__?")
 _RST_REF = re.compile(r"`([^`<]+)`__?(?!\w)")
 _RST_LITERAL = re.compile(r"``(.+?)``")
@@ -48,13 +52,14 @@ _EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=\S)\*(?![\w*])")
 def _role_text(match: re.Match[str]) -> str:
     body = match.group(1)
     labeled = re.fullmatch(r"(.+?)\s*<[^<>]+>", body, re.DOTALL)
-    return labeled.group(1) if labeled else body.lstrip("~!")
+    return labeled.group(1) if labeled else _INTERSPHINX.sub("", body.lstrip("~!"))
 
 
 def plain_inline(line: str) -> str:
-    """A line's inline markup replaced by its text."""
-    line = _PEP_RFC.sub(lambda m: f"{m.group(1).upper()} {m.group(2)}", line)
+    """A line's (or a paragraph's) inline markup replaced by its text."""
+    line = _PEP_RFC.sub(lambda m: f"{(m.group(1) or m.group(2)).upper()} {m.group(3)}", line)
     line = _ROLE.sub(_role_text, line)
+    line = _FOOTNOTE_REF.sub("", line)
     line = _RST_LITERAL.sub(r"`\1`", line)
     line = _RST_LINK.sub(r"\1", line)
     line = _RST_REF.sub(r"\1", line)
@@ -75,8 +80,10 @@ def plain_lines(lines: Iterable[str], kind: str) -> Iterator[str]:
     # (blank lines among them): (the opening line's indent, whether any deeper line goes or options only).
     head: tuple[int, bool] | None = None
     fenced = False  # inside a Markdown code fence: code, kept as written
+    paragraph: list[str] = []  # lines of prose so far, cleaned together
     for line in lines:
         if kind == "md" and _MD_FENCE.match(line):
+            yield from _flush(paragraph)
             fenced = not fenced
             yield ""
             continue
@@ -89,20 +96,31 @@ def plain_lines(lines: Iterable[str], kind: str) -> Iterator[str]:
                 yield ""
                 continue
             head = None
+        if line.strip() and not _ADORNMENT.match(line) and not _structure_line(line, kind):
+            paragraph.append(_ENUMERATOR.sub(r"\1", line) if kind == "rst" else line)
+            if len(paragraph) >= PARAGRAPH_LINES:  # a file without blank lines is still read in bounded memory
+                yield from _flush(paragraph)
+            continue
+        yield from _flush(paragraph)
         if kind == "rst" and (_RST_DIRECTIVE.match(line) or _RST_COMMENT.match(line)):
             head = (_indent(line), not _RST_DIRECTIVE.match(line) and not _RST_TARGET.match(line))
-            yield ""
-        elif _ADORNMENT.match(line) or _structure_line(line, kind):
-            yield ""
-        else:
-            yield plain_inline(line)
+        yield ""
+    yield from _flush(paragraph)
+
+
+def _flush(paragraph: list[str]) -> Iterator[str]:
+    """A paragraph's lines with its inline markup replaced (a link or role may run over a line end)."""
+    if paragraph:
+        yield from plain_inline("\n".join(paragraph)).split("\n")
+        paragraph.clear()
 
 
 def _structure_line(line: str, kind: str) -> bool:
-    """A line that carries only structure: a Markdown reference definition or MyST target, an rST flag."""
+    """A line that carries only structure: a Markdown reference definition or MyST target; an rST
+    directive, target, comment or flag."""
     if kind == "md":
         return bool(_MD_REFERENCE.match(line) or _MYST_TARGET.match(line))
-    return bool(_FLAG_LINE.match(line))
+    return bool(_RST_DIRECTIVE.match(line) or _RST_COMMENT.match(line) or _FLAG_LINE.match(line))
 
 
 def plain_text(text: str, kind: str) -> str:

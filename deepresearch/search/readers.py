@@ -153,7 +153,9 @@ def read_text_file(path: Path) -> tuple[str, str]:
     kind = _markup(path)
     if kind is not None:
         title = _text_title(path, text) if kind == "rst" else None  # adornments are gone once plain
-        text = _require_text(path, markup.plain_text(text, kind))
+        text = markup.plain_text(text, kind)
+        if not text.strip():
+            raise InputError(f"{path}: only markup (directives, targets, comments), no text to index — nothing to add")
         return title or _text_title(path, text), text
     return _text_title(path, text), text
 
