@@ -41,24 +41,17 @@ def chooser_after(stat: Path, sys_root: Path, per_cpu: list[tuple[int, int]], wi
     return chooser
 
 
-def test_a_quiet_machine_gets_every_physical_core(two_cores):
-    chooser = chooser_after(*two_cores, [(2, 98), (1, 99)])
-    assert chooser.choose() == 2
-
-
-def test_a_core_another_process_keeps_busy_is_left_to_it(two_cores):
-    chooser = chooser_after(*two_cores, [(100, 0), (3, 97)])
-    assert chooser.choose() == 1
-
-
-def test_half_a_busy_core_is_not_counted_idle(two_cores):
-    chooser = chooser_after(*two_cores, [(50, 50), (0, 100)])
-    assert chooser.choose() == 1
-
-
-def test_at_least_one_thread_on_a_saturated_machine(two_cores):
-    chooser = chooser_after(*two_cores, [(100, 0), (100, 0)])
-    assert chooser.choose() == 1
+@pytest.mark.parametrize(
+    ("ticks", "threads"),
+    [
+        ([(2, 98), (1, 99)], 2),  # a quiet machine: every physical core
+        ([(100, 0), (3, 97)], 1),  # a core another process keeps busy is left to it
+        ([(50, 50), (0, 100)], 1),  # half a busy core is not counted idle
+        ([(100, 0), (100, 0)], 1),  # a saturated machine: still one thread
+    ],
+)
+def test_threads_are_the_idle_physical_cores(two_cores, ticks, threads):
+    assert chooser_after(*two_cores, ticks).choose() == threads
 
 
 def test_before_a_window_or_in_a_too_short_one_the_count_stands(two_cores):
