@@ -73,6 +73,15 @@ def test_an_unreadable_stat_keeps_the_count(tmp_path, monkeypatch):
     assert chooser.choose() == 2
 
 
+def test_a_stat_file_in_another_format_keeps_the_count(two_cores):
+    stat, sys_root = two_cores
+    chooser = ThreadChooser(stat, sys_root)
+    chooser.look()
+    time.sleep(cpu.MIN_WINDOW_S + 0.05)
+    stat.write_text("cpu0 12 x\ncpu1 3\n")
+    assert chooser.choose() == 1
+
+
 def test_hyperthread_siblings_are_one_core(tmp_path):
     write_topology(tmp_path, ["0,2", "1,3", "0,2", "1,3"])
     assert physical_cores([0, 1, 2, 3], tmp_path) == 2

@@ -146,3 +146,31 @@ def test_a_streamed_rst_file_reads_as_the_whole_file(tmp_path: Path, monkeypatch
     assert title == whole.title == "pip install"
     assert streamed == whole.text and "See part 299 now." in streamed
     assert ingest.STREAM_BYTES > len(big.read_bytes())  # read_file took the whole-file path above
+
+
+def test_corpus_add_stores_an_rst_page_by_its_title_and_prose(tmp_path: Path):
+    """The real ingest path: the page's section title is the document's title, its prose is what the keyword
+    index holds, and a page of markup only is one clear error, not a failed batch."""
+    from deepresearch.config import CorpusConfig
+    from deepresearch.db import connect
+    from deepresearch.search.corpus import Corpus
+    from tests.fakes import FakeEmbedder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "install.rst").write_text(RST, encoding="utf-8")
+    (docs / "vendoring.rst").write_text(".. include:: ../README.rst\n", encoding="utf-8")
+    corpus = Corpus(connect(tmp_path / "c.db"), FakeEmbedder(), CorpusConfig())
+    report = corpus.add_paths([docs])
+    assert report.added == [str(docs / "install.rst")]
+    assert len(report.errors) == 1 and "only markup" in report.errors[0]
+    title, text = corpus.conn.execute(
+        "select d.title, c.text from corpus_documents d join corpus_chunks c on c.doc_id = d.id"
+    ).fetchone()
+    assert title == "pip install" and "as PEP 440 and the requirement specifiers say" in " ".join(text.split())
+    hits = corpus.conn.execute("select count(*) from corpus_fts where corpus_fts match 'specifiers'").fetchone()[0]
+    assert (
+        hits == 1
+        and corpus.conn.execute("select count(*) from corpus_fts where corpus_fts match 'orphan'").fetchone()[0] == 0
+    )
+    corpus.conn.close()

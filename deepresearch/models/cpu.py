@@ -55,9 +55,13 @@ def _busy_and_total(cpus: list[int], stat: Path) -> tuple[int, int] | None:
     for line in lines:
         fields = line.split()
         if fields and fields[0] in wanted:
-            ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+            try:
+                ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+                idle = ticks[3] + ticks[4]
+            except (ValueError, IndexError):  # not the format this reads: no count, the previous one stands
+                return None
             total += sum(ticks)
-            busy += sum(ticks) - ticks[3] - ticks[4]
+            busy += sum(ticks) - idle
     return (busy, total) if total else None
 
 
