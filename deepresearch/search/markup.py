@@ -13,7 +13,9 @@ the `.. _label:` line above it. What is removed:
   code block's code), a page's `:orphan:`-style flags; Markdown reference definitions, code fences,
   thematic breaks, MyST `(label)=` targets.
 Code inside fences and directive bodies is kept: it is searchable, and the extractor does not store
-code as facts. Line by line, so a file streamed in pieces is cleaned the same as one read whole.
+code as facts. Lines are read one by one and inline markup is cleaned per paragraph (a role or link may
+run over a line end; at most PARAGRAPH_LINES lines together), so a file streamed in pieces is cleaned the
+same as one read whole, in bounded memory.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import re
 from collections.abc import Iterable, Iterator
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
-PARAGRAPH_LINES = 200  # lines cleaned together at most (inline markup may run over a line end)
 RST_SUFFIXES = (".rst",)
+PARAGRAPH_LINES = 200  # lines cleaned together at most (inline markup may run over a line end)
 
 _ADORNMENT = re.compile(r"^\s*([=\-`:'\"~^_*+#<>])\1{2,}\s*$")
 _RST_TARGET = re.compile(r"^\s*\.\.\s+_[^:]*:")  # .. _label:   .. _`pip install`:
