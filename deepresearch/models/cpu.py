@@ -32,6 +32,11 @@ def usable_cpus() -> list[int]:
         return list(range(os.cpu_count() or 2))
 
 
+def half_the_cores() -> int:
+    """llama.cpp's own default: half the usable CPUs, at least 1."""
+    return max(1, len(usable_cpus()) // 2)
+
+
 def physical_cores(cpus: list[int], sys_root: Path = Path("/sys/devices/system/cpu")) -> int:
     """Physical cores among `cpus` (hyperthread siblings counted once); half of them when the
     topology cannot be read (llama.cpp's default)."""
@@ -72,7 +77,7 @@ class ThreadChooser:
         self.stat = stat
         self.cpus = usable_cpus()
         self.physical = physical_cores(self.cpus, sys_root)
-        self.threads = max(1, len(self.cpus) // 2)
+        self.threads = half_the_cores()
         self._mark: tuple[float, float, tuple[int, int] | None] | None = None
 
     def look(self) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepresearch.errors import ModelError
 from deepresearch.models.base import ChatModel, Completion, Message, PromptTooLong, parse_json
-from deepresearch.models.cpu import ThreadChooser, usable_cpus
+from deepresearch.models.cpu import ThreadChooser, half_the_cores
 from deepresearch.models.shipped import resolve_model_path
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None, chat_format: str |
             _LOADED_LLAMA.pop(old).close()
         # Loaded on half the usable cores, like llama.cpp; with llm.n_threads null each call then
         # runs on the cores idle at the time (models/cpu.py).
-        threads = n_threads or max(1, len(usable_cpus()) // 2)
+        threads = n_threads or half_the_cores()
         from llama_cpp._utils import suppress_stdout_stderr
 
         try:

@@ -342,13 +342,10 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     pool (sources, hops)."""
     passages = cited_passages(state)
     kind = answers.question_type(state.topic)
-    if kind == "explain" and not READ_EXPLAIN:
-        found = extractive_answer(state, passages)  # how/why: the best sentences answer
-        run.progress("answer", text=None, method=found["method"])
-        return {"short_answer": found}
-    if kind in TRUSTED_KINDS and COMPARISONS_FIRST:
-        compared = extractive_answer(state, passages)  # yes/no, either-or: the comparison of the passages
-        if compared.get("text") or (kind == "choice" and not READ_OPTIONS):
+    if (kind == "explain" and not READ_EXPLAIN) or (kind in TRUSTED_KINDS and COMPARISONS_FIRST):
+        # how/why: the best sentences; yes/no, either-or: the comparison of the passages
+        compared = extractive_answer(state, passages)
+        if compared.get("text") or kind == "explain" or (kind == "choice" and not READ_OPTIONS):
             run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []

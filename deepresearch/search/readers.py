@@ -131,15 +131,13 @@ def _markup(path: Path) -> str | None:
     return "md" if suffix in markup.MARKDOWN_SUFFIXES else "rst" if suffix in markup.RST_SUFFIXES else None
 
 
-def _text_title(path: Path, text: str) -> str:
-    """An .rst page's first section title, else the first Markdown heading or non-empty line of
-    `text` (already plain), else the file name."""
-    lines = text.splitlines()
-    if _markup(path) == "rst":
-        title = markup.rst_title(lines)
-        if title:
-            return title[:200]
-    for line in lines:
+def _text_title(path: Path, raw: str, plain: str) -> str:
+    """An .rst page's first section title (read from `raw`: its adornments), else the first Markdown
+    heading or non-empty line of `plain`, else the file name."""
+    title = markup.rst_title(raw.splitlines()) if _markup(path) == "rst" else None
+    if title:
+        return title[:200]
+    for line in plain.splitlines():
         line = line.strip()
         if line:
             return (line.lstrip("#").strip() or path.stem)[:200]
@@ -149,15 +147,12 @@ def _text_title(path: Path, text: str) -> str:
 def read_text_file(path: Path) -> tuple[str, str]:
     """(title, text) of a .txt/.md/.rst file, Markdown and rST markup replaced by its text; the title
     is the first rST section title, Markdown heading or line."""
-    text = _require_text(path, _decode(path, _read_bytes(path)))
+    raw = _require_text(path, _decode(path, _read_bytes(path)))
     kind = _markup(path)
-    if kind is not None:
-        title = _text_title(path, text) if kind == "rst" else None  # adornments are gone once plain
-        text = markup.plain_text(text, kind)
-        if not text.strip():
-            raise InputError(f"{path}: only markup (directives, targets, comments), no text to index — nothing to add")
-        return title or _text_title(path, text), text
-    return _text_title(path, text), text
+    text = raw if kind is None else markup.plain_text(raw, kind)
+    if not text.strip():
+        raise InputError(f"{path}: only markup (directives, targets, comments), no text to index — nothing to add")
+    return _text_title(path, raw, text), text
 
 
 def _blocks(path: Path) -> Iterator[bytes]:
@@ -191,21 +186,20 @@ def text_encoding(path: Path) -> str:
 
 
 def stream_text_file(path: Path) -> tuple[str, Iterator[str]]:
-    """(title, text in pieces) of a large .txt/.md file: what `read_text_file` returns, without ever
+    """(title, text in pieces) of a large .txt/.md/.rst file: what `read_text_file` returns, without ever
     holding the whole text (the title comes from the first piece)."""
     decoder = codecs.getincrementaldecoder(text_encoding(path))()
     pieces: Iterator[str] = (decoder.decode(block, final=not block) for block in itertools.chain(_blocks(path), [b""]))
     kind = _markup(path)
-    first = next(pieces, "")
-    title = _text_title(path, first) if kind == "rst" else None  # from the adornments, before they go
+    raw = first = next(pieces, "")
     if kind is not None:
-        pieces = _plain_pieces(itertools.chain([first], pieces), kind)
+        pieces = _plain_pieces(itertools.chain([raw], pieces), kind)
         first = next(pieces, "")
-    return title or _text_title(path, first), itertools.chain([first], pieces)
+    return _text_title(path, raw, first), itertools.chain([first], pieces)
 
 
 def _plain_pieces(pieces: Iterator[str], kind: str) -> Iterator[str]:
-    """Pieces of a streamed Markdown/rST file as plain text, cut at line ends (markup is line by line)."""
+    """Pieces of a streamed Markdown/rST file as plain text, cut at line ends (markup.plain_lines reads lines)."""
 
     def lines() -> Iterator[str]:
         rest = ""
