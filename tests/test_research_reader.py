@@ -313,6 +313,33 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert not counts_fit("1986", "Which of the two films was shot in Leland?")
 
 
+def test_a_wh_phrase_after_the_head_still_says_a_date_or_a_number_is_asked():
+    assert asked_shape("The league includes a team that was formed in what year?") == "date"
+    assert asked_shape("King Albert lived during a war that Italy entered when?") == "date"
+    assert asked_shape("The club is based in a suburb of a city with a population of what in 2010?") == "number"
+    assert asked_shape("The film stars an actress who has won how many Emmy Awards?") == "number"
+    # A "when" or "who" inside a clause still asks nothing.
+    assert asked_shape("Which singer who was famous when she was young recorded it?") == ""
+    assert asked_shape("What city with a population of 48,982 hosts the club?") == ""
+    question = "Night Harbor was made by a director who was born when?"
+    state = ResearchState("r", question, RunOptions())
+    state.sources = [Source("S1", "file:///a", "Night Harbor", TWO_HOP[FILM], question, 0)]
+    evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
+    assert check_reading({"answer": "Mara Quell", "sources": ["S1"]}, state, evidence) is None  # the director
+
+
+def test_a_name_the_question_writes_is_rejected_but_one_made_of_its_scattered_words_is_not():
+    text = "Vilnius Old Town, one of the largest surviving medieval old towns in Europe, holds the Vilnius Cathedral."
+    question = "In which of the largest surviving medieval old towns in Europe is the Vilnius Cathedral located?"
+    state = ResearchState("r", question, RunOptions())
+    state.sources = [Source("S1", "file:///a", "Vilnius Old Town", text, question, 0)]
+    evidence = [("S1", "S1", "Vilnius Old Town", text)]
+    kept = check_reading({"answer": "Vilnius Old Town", "sources": ["S1"]}, state, evidence)
+    assert kept is not None and kept["text"] == "Vilnius Old Town"
+    assert check_reading({"answer": "Vilnius Cathedral", "sources": ["S1"]}, state, evidence) is None  # written there
+    assert check_reading({"answer": "Vilnius", "sources": ["S1"]}, state, evidence) is None  # one of its words
+
+
 def test_a_when_question_read_as_a_year_gets_the_full_date_its_sentence_states():
     sentence = "Mara Quell (born 8 June 1951) is a singer; her debut came out on March 3, 1975."
     assert full_date("1951", sentence, "When was Mara Quell born?") == "8 June 1951"

@@ -135,7 +135,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         if option is None:
             return None
         text = option
-    elif not new_to(text, stems(state.topic)):
+    elif written_by_question(text, state.topic):
         return None  # the question's own words are never its answer
     elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
         return None
@@ -152,6 +152,14 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         "method": "reader",
         "sentence": sentence,
     }
+
+
+def written_by_question(span: str, question: str) -> bool:
+    """A span made only of the question's words that the question writes as it stands (or one word of
+    it); its scattered words joined into a name are not ("Vilnius Old Town" for "… old towns … Vilnius …")."""
+    if new_to(span, stems(question)):
+        return False
+    return states(span, question) or len(span.split()) < 2
 
 
 # A trailing "(film)", "(1944 film)", "(American band)", "(TV series)" — not "(2021-03-12)" or "(1,110 mm)".
@@ -211,11 +219,22 @@ _HEAD_SHAPES = (
 )
 
 
+# Asked after the question's head ("… a team that was formed in what year?", "… Italy entered when?", "… a city
+# with a population of what in 2010?"): a wh-phrase that asks for a date or a number wherever it stands.
+_TAIL_SHAPES = (
+    (re.compile(r"\b(?:what|which) (?:year|date|decade|century)\b|\bwhen\s*\W*$"), "date"),
+    (re.compile(r"\bhow (?:many|much)\b|\bpopulation (?:of|in|was|is) what\b|\bwhat percent(?:age)?\b"), "number"),
+)
+
+
 def asked_shape(question: str) -> str:
-    """The answer's shape the question's head asks for (date, number, person, place), from the
-    words that open it only: a "who" or "when" inside a clause ("the player who …") asks nothing."""
-    head = " ".join(question.strip().lower().split()[:4])
-    return next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
+    """The answer's shape the question asks for (date, number, person, place): from the words that
+    open it (a "who" or "when" inside a clause, "the player who …", asks nothing), else from a
+    wh-phrase asking for a date or a number anywhere ("… formed in what year?")."""
+    low = " ".join(question.strip().lower().split())
+    head = " ".join(low.split()[:4])
+    found = next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
+    return found or next((shape for pattern, shape in _TAIL_SHAPES if pattern.search(low)), "")
 
 
 def fits_question(text: str, kind: str) -> bool:
