@@ -43,6 +43,13 @@ def _answer_section(report: str) -> str:
     return report.split("## Answer", 1)[1].split("\n## ", 1)[0]
 
 
+def _one_passage(question: str, title: str, text: str) -> tuple[ResearchState, list[tuple[str, str, str, str]]]:
+    """A state whose pool is one passage S1, and the reader evidence that shows it whole."""
+    state = ResearchState("r", question, RunOptions())
+    state.sources = [Source("S1", "file:///a", title, text, question, 0)]
+    return state, [("S1", "S1", title, text)]
+
+
 def _run(workspace, embedder, question, docs, reply=None, loops=2):  # type: ignore[no-untyped-def]
     model = RoutedChatModel(answer=reply) if reply is not None else None
     steps = ("answer",) if model else ()
@@ -112,10 +119,8 @@ def test_yes_no_is_accepted_only_for_a_yes_no_question(workspace, fake_embedder)
     ],
 )
 def test_an_either_or_answer_must_be_one_of_the_options(question):
-    state = ResearchState("r", question, RunOptions())
     text = "Alma Records was founded in 1950. Bruno Music was founded in 1961."
-    state.sources = [Source("S1", "file:///a", "Alma Records", text, question, 0)]
-    evidence = [("S1", "S1", "Alma Records", text)]
+    state, evidence = _one_passage(question, "Alma Records", text)
     assert check_reading({"answer": "alma records", "sources": ["S1"]}, state, evidence)["text"] == "Alma Records"  # type: ignore[index]
     assert check_reading({"answer": "1950", "sources": ["S1"]}, state, evidence) is None
 
@@ -134,10 +139,8 @@ def test_an_either_or_question_the_years_do_not_decide_abstains_without_asking_t
 
 def test_a_name_read_shorter_than_the_evidence_writes_it_is_taken_whole():
     question = "Who was the first president of the association that publishes the Quell Review?"
-    state = ResearchState("r", question, RunOptions())
     text = "The association's first president was G. Stanley Hall, who founded it in 1892."
-    state.sources = [Source("S1", "file:///a", "Quell Association", text, question, 0)]
-    evidence = [("S1", "S1", "Quell Association", text)]
+    state, evidence = _one_passage(question, "Quell Association", text)
     kept = check_reading({"answer": "G. Hall", "sources": ["S1"]}, state, evidence)
     assert kept is not None and kept["text"] == "G. Stanley Hall" and kept["sids"] == ["S1"]
     assert longer_names("G. Hall", "G. Stanley Hall and G. Hall") == {"G. Stanley Hall", "G. Hall"}
@@ -303,9 +306,7 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert asked_shape("What position does the footballer who plays for Benfica play?") == ""
     assert asked_shape("Under what name did he sing when he released Void?") == ""
     question = "When was Night Harbor shot?"
-    state = ResearchState("r", question, RunOptions())
-    state.sources = [Source("S1", "file:///a", "Night Harbor", TWO_HOP[FILM], question, 0)]
-    evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
+    state, evidence = _one_passage(question, "Night Harbor", TWO_HOP[FILM])
     assert check_reading({"answer": "thriller film", "sources": ["S1"]}, state, evidence) is None
     assert check_reading({"answer": "1986", "sources": ["S1"]}, state, evidence)["text"] == "1986"  # type: ignore[index]
     # A bare number answers a question that asks a quantity or a time, not "which film".
@@ -322,18 +323,14 @@ def test_a_wh_phrase_after_the_head_still_says_a_date_or_a_number_is_asked():
     assert asked_shape("Which singer who was famous when she was young recorded it?") == ""
     assert asked_shape("What city with a population of 48,982 hosts the club?") == ""
     question = "Night Harbor was made by a director who was born when?"
-    state = ResearchState("r", question, RunOptions())
-    state.sources = [Source("S1", "file:///a", "Night Harbor", TWO_HOP[FILM], question, 0)]
-    evidence = [("S1", "S1", "Night Harbor", TWO_HOP[FILM])]
+    state, evidence = _one_passage(question, "Night Harbor", TWO_HOP[FILM])
     assert check_reading({"answer": "Mara Quell", "sources": ["S1"]}, state, evidence) is None  # the director
 
 
 def test_a_name_the_question_writes_is_rejected_but_one_made_of_its_scattered_words_is_not():
     text = "Vilnius Old Town, one of the largest surviving medieval old towns in Europe, holds the Vilnius Cathedral."
     question = "In which of the largest surviving medieval old towns in Europe is the Vilnius Cathedral located?"
-    state = ResearchState("r", question, RunOptions())
-    state.sources = [Source("S1", "file:///a", "Vilnius Old Town", text, question, 0)]
-    evidence = [("S1", "S1", "Vilnius Old Town", text)]
+    state, evidence = _one_passage(question, "Vilnius Old Town", text)
     kept = check_reading({"answer": "Vilnius Old Town", "sources": ["S1"]}, state, evidence)
     assert kept is not None and kept["text"] == "Vilnius Old Town"
     assert check_reading({"answer": "Vilnius Cathedral", "sources": ["S1"]}, state, evidence) is None  # written there
@@ -430,10 +427,8 @@ def test_the_passage_stating_most_of_the_question_is_cited_only_when_no_cited_on
 
 def test_a_page_titles_disambiguation_is_dropped_from_the_answer():
     question = "What 1944 film was the singer's mother in?"
-    state = ResearchState("r", question, RunOptions())
     text = "Geet is a 1944 Indian film in which Nirmala Devi sang."
-    state.sources = [Source("S1", "file:///a", "Geet (1944 film)", text, question, 0)]
-    evidence = [("S1", "S1", "Geet (1944 film)", text)]
+    state, evidence = _one_passage(question, "Geet (1944 film)", text)
     kept = check_reading({"answer": "Geet (1944 film)", "sources": ["S1"]}, state, evidence)
     assert kept is not None and kept["text"] == "Geet"
     # A parenthesis that is no disambiguation stays: a date, a converted unit.
