@@ -32,9 +32,9 @@ def usable_cpus() -> list[int]:
         return list(range(os.cpu_count() or 2))
 
 
-def half_the_cores() -> int:
-    """llama.cpp's own default: half the usable CPUs, at least 1."""
-    return max(1, len(usable_cpus()) // 2)
+def half_the_cores(cpus: list[int] | None = None) -> int:
+    """llama.cpp's own default: half of `cpus` (the usable CPUs), at least 1."""
+    return max(1, len(usable_cpus() if cpus is None else cpus) // 2)
 
 
 def physical_cores(cpus: list[int], sys_root: Path = Path("/sys/devices/system/cpu")) -> int:
@@ -45,7 +45,7 @@ def physical_cores(cpus: list[int], sys_root: Path = Path("/sys/devices/system/c
         try:
             cores.add((sys_root / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text().strip())
         except OSError:
-            return max(1, len(cpus) // 2)
+            return half_the_cores(cpus)
     return max(1, len(cores))
 
 

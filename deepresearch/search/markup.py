@@ -104,7 +104,7 @@ def plain_lines(lines: Iterable[str], kind: str) -> Iterator[str]:
                 yield from _flush(paragraph)
             continue
         yield from _flush(paragraph)
-        if kind == "rst" and (_RST_DIRECTIVE.match(line) or _RST_COMMENT.match(line)):
+        if kind == "rst" and _RST_COMMENT.match(line):  # ".. " opens directives and targets too
             head = (_indent(line), not _RST_DIRECTIVE.match(line) and not _RST_TARGET.match(line))
         yield ""
     yield from _flush(paragraph)
@@ -122,7 +122,7 @@ def _structure_line(line: str, kind: str) -> bool:
     directive, target, comment or flag."""
     if kind == "md":
         return bool(_MD_REFERENCE.match(line) or _MYST_TARGET.match(line))
-    return bool(_RST_DIRECTIVE.match(line) or _RST_COMMENT.match(line) or _FLAG_LINE.match(line))
+    return bool(_RST_COMMENT.match(line) or _FLAG_LINE.match(line))  # ".. " opens directives and targets too
 
 
 def plain_text(text: str, kind: str) -> str:
