@@ -298,6 +298,13 @@ class ResearchConfig(_Section):
         " lacks; one more search for it, and a second read with its best passages. Off: on the tuning"
         " questions it changed no headline at ~30% more model time (docs/BENCHMARKS.md, session 12).",
     )
+    read_parts: bool = Field(
+        True,
+        description='A question with a describing phrase ("the country where X is located", "the director of Y",'
+        ' "Z\'s performer") is read one hop at a time: that phrase first, as its own question over evidence chosen'
+        " for it, its checked answer written into the question, then the rest. A part that is rejected or unsure"
+        " ends it, and the question is read whole (docs/BENCHMARKS.md, session 26).",
+    )
     kb_cover_similarity: float = Field(
         0.5,
         ge=0,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepresearch.models.base import field_logprobs
 from deepresearch.research import answer as answers
-from deepresearch.research import prompts, steps
+from deepresearch.research import parts, prompts, steps
 from deepresearch.research.evidence import (
     best_sentences,
     cited_passages,
@@ -367,6 +367,11 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
         if compared.get("text") or kind == "explain" or (kind == "choice" and not READ_OPTIONS):
             run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
+    if state.options.read_parts and kind not in TRUSTED_KINDS and passages and run.model_for("answer") is not None:
+        chained = read_in_parts(state, run, passages)
+        if chained is not None:
+            run.progress("answer", text=chained["text"], method=chained["method"])
+            return {"short_answer": chained}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
     reading, raw = read(state, run, evidence)
     update: dict[str, Any] = {}
@@ -377,6 +382,48 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
         found = {**found, "reader_rejected": raw}
     run.progress("answer", text=found.get("text"), method=found["method"])
     return {"short_answer": found, **update}
+
+
+def read_in_parts(state: ResearchState, run: RunContext, passages: list[str]) -> dict[str, Any] | None:
+    """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
+    over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
+    the rest of the question. The final reading, citing every part's passages, with `parts` (each part's question,
+    answer and passages); None when the question does not split, or a part or the final reading is rejected or
+    unsure (the whole question is then read as one)."""
+    question, done = state.topic, []
+    for _ in range(parts.MAX_PARTS):
+        part = parts.first_part(question)
+        if part is None:
+            break
+        reading = read_part(state, run, passages, part.question)
+        if reading is None:
+            return None
+        done.append({"question": part.question, "answer": reading["text"], "sids": reading["sids"]})
+        question, whole = parts.answered(question, part, reading["text"])
+        if parts.only_asks(question, reading["text"]):
+            return _with_parts(reading, done)
+        if whole:
+            break
+    if not done:
+        return None
+    final = read_part(state, run, passages, question)
+    if final is None:
+        return None
+    done.append({"question": question, "answer": final["text"], "sids": final["sids"]})
+    return _with_parts(final, done)
+
+
+def read_part(state: ResearchState, run: RunContext, passages: list[str], question: str) -> dict[str, Any] | None:
+    """The kept reading of one part's question over the run's passages, their sentences chosen for that question."""
+    part_state = dataclasses.replace(state, topic=question)
+    reading, _ = read(part_state, run, reader_evidence(part_state, passages, state.options.reader_tokens))
+    return reading
+
+
+def _with_parts(final: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any]:
+    """The final reading citing its own passages first, then each part's, with the parts it was read in."""
+    sids = list(dict.fromkeys([*final["sids"], *(sid for part in done for sid in part["sids"])]))
+    return {**final, "sids": sids, "parts": done}
 
 
 # When the hop read runs with `research.second_read` on (measured on MuSiQue 0–9, docs/BENCHMARKS.md session 12):

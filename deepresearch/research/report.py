@@ -74,6 +74,10 @@ def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str],
     elif text:
         lines.append(f"**{text}** — {found.get('sentence') or _best_sentence(state, by_sid[sids[0]])} {mark(sids[0])}")
         lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in sids[1:2]]
+        if found.get("parts"):  # read one hop at a time: each part's question, and the answer written into the next
+            lines.append(
+                "Read in parts: " + "; ".join(f"{p['question']} → {p['answer']}" for p in found["parts"]) + "."
+            )
     elif found.get("method") != "sentences":  # how/why questions are answered by the sentences themselves
         lines.append(ABSTAIN_NOTE)
         closest = found.get("closest")  # where the unconfirmed candidate stands: shown, not bolded
@@ -91,15 +95,21 @@ def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str],
 
 
 def _footer(state: ResearchState) -> str:
-    """The last line: run id, loops, stop reason, searches, facts, and the model's steps with their seconds."""
+    """The last line: run id, loops, stop reason, searches, facts, and the model's steps with seconds and calls."""
     model_steps = acceptance(state.counters)
-    used = ", ".join(f"{step} ({c['seconds']:.1f} s)" for step, c in sorted(model_steps.items())) or "none"
+    used = ", ".join(f"{step} ({_calls(c)})" for step, c in sorted(model_steps.items())) or "none"
     count = {k: int(state.counters.get(k, 0)) for k in ("backend_searches", "cache_hits", "facts_added")}
     return (
         f"\n---\nRun {state.run_id} · {len(state.reflections)} loop(s) · stop: {state.stop_reason} · "
         f"{count['backend_searches']} searches, {count['cache_hits']} cache hits · "
         f"{count['facts_added']} facts added · model used for: {used}"
     )
+
+
+def _calls(count: dict[str, float]) -> str:
+    """A model step's seconds, and its number of calls when it made more than one ("25.1 s, 3 calls")."""
+    many = f", {int(count['calls'])} calls" if count["calls"] > 1 else ""
+    return f"{count['seconds']:.1f} s{many}"
 
 
 def _evidence_lines(
@@ -127,6 +137,7 @@ def _stats(state: ResearchState, found: dict[str, Any], cites: Citations, counts
         "sources": cites.entries,
         "answer_method": found.get("method", "abstained"),
         "short_answer": found.get("text"),
+        "answer_parts": [{"question": p["question"], "answer": p["answer"]} for p in found.get("parts", [])],
         "answer_sources": [
             {"n": cites.numbers[by_sid[sid].url], "url": by_sid[sid].url, "title": by_sid[sid].title}
             for sid in found.get("sids", [])

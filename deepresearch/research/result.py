@@ -39,6 +39,7 @@ class RunResult:
     search_error: str | None = None  # the last failed search, if any
     short_answer: str | None = None  # the bold answer; None when the run abstained
     answer_sources: list[dict[str, Any]] = field(default_factory=list)  # {n, url, title} it rests on
+    answer_parts: list[dict[str, str]] = field(default_factory=list)  # {question, answer}: read one hop at a time
 
     def failure(self) -> str | None:
         """Why the run is not a success although it finished: every search failed (e.g. the network
@@ -89,4 +90,5 @@ def finish(ws: Workspace, store: RunStore, state: ResearchState, out: Path | Non
         search_error=state.last_search_error,
         short_answer=state.report_stats.get("short_answer"),
         answer_sources=list(state.report_stats.get("answer_sources", [])),
+        answer_parts=list(state.report_stats.get("answer_parts", [])),
     )

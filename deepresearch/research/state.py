@@ -51,6 +51,8 @@ class RunOptions:
     reader_min_confidence: float = _configured("research.reader_min_confidence")  # an unsure reading abstains
     # A span question: a hop search for the entity the model names, and a second read.
     second_read: bool = _configured("research.second_read")
+    # A multi-hop span question read one hop at a time, split by its wording (research/parts.py).
+    read_parts: bool = _configured("research.read_parts")
 
     @classmethod
     def from_config(cls, config: Config, **overrides: Any) -> RunOptions:

@@ -1,0 +1,166 @@
+"""A multi-hop question read one hop at a time: split by its wording (`research/parts.py`), each part read as its own
+question, its answer written into the rest (`reader.read_in_parts`). Logic on the real KB and SQLite with the fake
+embedder and a fake reader that answers by the question it is asked."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from deepresearch.research import parts
+from deepresearch.research.loop import run_research
+from deepresearch.research.runs import RunStore
+from deepresearch.research.state import RunOptions
+from deepresearch.views import to_jsonable
+from tests.fakes import FakeChatModel
+from tests.research_helpers import ListBackend, make_deps
+from tests.test_research_answer import DIRECTOR, FILM
+
+DOCS = {
+    FILM: "Night Harbor is a 1986 thriller film directed by Mara Quell.",
+    DIRECTOR: "Mara Quell grew up in the town of Tromsø, far in the north of Norway.",
+}
+QUESTION = "In which town was the director of Night Harbor raised?"
+PART = "What is the director of Night Harbor?"
+REST = "In which town was Mara Quell raised?"
+
+
+@pytest.mark.parametrize(
+    ("question", "span", "asked"),
+    [
+        (
+            "When did the country where the village of Clonbrook is located, join CARICOM?",
+            "the country where the village of Clonbrook is located",
+            "What is the country where the village of Clonbrook is located?",
+        ),
+        (QUESTION, "the director of Night Harbor", PART),
+        ("Who founded Hello Love's label?", "Hello Love's label", "What is the label of Hello Love?"),
+        # A name runs over the small words of a title, and a sentence's opening word is not part of it.
+        (
+            "Who produced the sequel to the remake of The Jewel of the Nile?",
+            "the remake of The Jewel of the Nile",
+            "What is the remake of The Jewel of the Nile?",
+        ),
+        ("Did Mara Quell's band tour Norway?", "Mara Quell's band", "What is the band of Mara Quell?"),
+        (
+            "Which region is Mara Quell's city of birth in?",
+            "Mara Quell's city of birth",
+            "What is the city of birth of Mara Quell?",
+        ),
+        # A comma inside a number or before a capitalized word does not end a relative clause.
+        (
+            "What county borders the county in which Leland, North Carolina is located?",
+            "the county in which Leland, North Carolina is located",
+            "What is the county in which Leland, North Carolina is located?",
+        ),
+        # The last describing phrase is read first: the innermost hop.
+        (
+            "Who is the spouse of the performer of Decade?",
+            "the performer of Decade",
+            "What is the performer of Decade?",
+        ),
+    ],
+)
+def test_the_last_describing_phrase_is_the_first_part(question, span, asked):
+    assert parts.first_part(question) == parts.Part(span, asked)
+
+
+def test_a_subject_running_to_the_end_keeps_its_verb_and_gets_the_answer_in_parentheses():
+    # The main verb ("win") is inside the phrase: writing the answer in its place would drop it.
+    question = "When did the team that won the 1959 cup final win the cup?"
+    part = parts.first_part(question)
+    assert part == parts.Part("the team that won the 1959 cup final win the cup", f"What is {part.span}?")
+    assert parts.answered(question, part, "Leland FC") == (
+        "When did the team that won the 1959 cup final win the cup (Leland FC)?",
+        True,
+    )
+    # A phrase after the main verb is replaced as usual.
+    question = "When did the club open in the city where Mara Quell grew up?"
+    part = parts.first_part(question)
+    assert part is not None and parts.answered(question, part, "Tromsø") == ("When did the club open in Tromsø?", False)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Who directed Night Harbor?",  # one hop: nothing to split
+        "What is the population of the city of Leeds?",  # a place's own name, not a hop
+        "Who was the band?",  # "the band" alone names nothing to look up
+        "the director of Night Harbor?",  # the phrase is the whole question
+    ],
+)
+def test_a_question_without_a_hop_in_its_wording_does_not_split(question):
+    assert parts.first_part(question) is None
+
+
+def test_an_answer_is_written_in_the_phrases_place_and_a_question_left_asking_only_it_is_answered():
+    part = parts.Part("the director of Night Harbor", PART)
+    assert parts.answered(QUESTION, part, "Mara Quell") == (REST, False)
+    assert parts.only_asks("Who was Mara Quell?", "Mara Quell")
+    assert not parts.only_asks(REST, "Mara Quell")
+
+
+class PartsReader(FakeChatModel):
+    """A reader that answers each question it is asked from `answers` (question → answer; "" otherwise), citing the
+    evidence lines that hold the answer and a word of the question."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        super().__init__()
+        self.answers = answers
+
+    def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+        prompt = messages[-1]["content"]
+        asked = re.findall(r"Question: (.+)", prompt)[-1].strip()
+        answer = self.answers.get(asked, "")
+        words = {w for w in re.findall(r"[A-Z]\w+", asked) if w not in ("What", "In")}
+        lines = re.findall(r"^\[(S\d+)\] (.+)$", prompt, re.M)
+        cited = [pid for pid, line in lines if answer and answer in line and any(w in line for w in words)]
+        self.replies = [{"answer": answer, "sources": cited}]
+        return super().complete(messages, schema, max_tokens, temperature)
+
+    def asked(self) -> list[str]:
+        return [re.findall(r"Question: (.+)", h["messages"][-1]["content"])[-1].strip() for h in self.history]
+
+
+def _run(workspace, embedder, answers, **options):  # type: ignore[no-untyped-def]
+    model = PartsReader(answers)
+    deps = make_deps(workspace, embedder, model, ListBackend(DOCS), cache=False, model_steps=("answer",))
+    result = run_research(workspace, QUESTION, RunOptions(loops=1, queries=2, **options), deps=deps)
+    return result, model, RunStore(workspace.db).load_state(result.run_id)
+
+
+def test_a_chain_is_read_part_by_part_and_cites_every_parts_passage(workspace, fake_embedder):
+    result, model, state = _run(workspace, fake_embedder, {PART: "Mara Quell", REST: "Tromsø"})
+    assert model.asked() == [PART, REST]
+    assert result.short_answer == "Tromsø" and result.report_stats["answer_method"] == "reader"
+    # The final part's passage first, then the one that named the director.
+    assert [s["url"] for s in result.answer_sources] == [DIRECTOR, FILM]
+    assert [p["answer"] for p in state.short_answer["parts"]] == ["Mara Quell", "Tromsø"]
+    answer = result.report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+    assert f"Read in parts: {PART} → Mara Quell; {REST} → Tromsø." in answer
+    assert re.search(r"model used for: answer \(\d+\.\d s, 2 calls\)", result.report)
+    assert to_jsonable(result)["answer_parts"] == [
+        {"question": PART, "answer": "Mara Quell"},
+        {"question": REST, "answer": "Tromsø"},
+    ]
+
+
+def test_a_part_the_evidence_does_not_state_ends_the_chain_and_the_whole_question_is_read(workspace, fake_embedder):
+    # "Oslo" is in no passage: the part is rejected, and the question is read whole, as without parts.
+    result, model, state = _run(workspace, fake_embedder, {PART: "Oslo", QUESTION: "Tromsø"})
+    assert model.asked() == [PART, QUESTION]
+    assert result.short_answer == "Tromsø" and "parts" not in state.short_answer
+    assert "Read in parts" not in result.report and result.answer_parts == []
+
+
+def test_a_rejected_last_part_keeps_no_half_chain(workspace, fake_embedder):
+    # The director is read, the town is not: the chain gives no answer, and the whole question is read.
+    result, model, _ = _run(workspace, fake_embedder, {PART: "Mara Quell", REST: "Norway town", QUESTION: ""})
+    assert model.asked() == [PART, REST, QUESTION]
+    assert result.short_answer is None
+
+
+def test_with_read_parts_off_the_question_is_read_whole(workspace, fake_embedder):
+    result, model, _ = _run(workspace, fake_embedder, {QUESTION: "Tromsø"}, read_parts=False)
+    assert model.asked() == [QUESTION] and result.short_answer == "Tromsø"
