@@ -105,9 +105,9 @@ class PartsReader(FakeChatModel):
     """A reader that answers each question it is asked from `answers` (question → answer; "" otherwise), citing the
     evidence lines that hold the answer and a word of the question."""
 
-    def __init__(self, answers: dict[str, str]) -> None:
+    def __init__(self, answers: dict[str, str], logprob: float | None = None) -> None:
         super().__init__()
-        self.answers = answers
+        self.answers, self.logprob = answers, logprob
 
     def complete(self, messages, schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
         prompt = messages[-1]["content"]
@@ -117,14 +117,17 @@ class PartsReader(FakeChatModel):
         lines = re.findall(r"^\[(S\d+)\] (.+)$", prompt, re.M)
         cited = [pid for pid, line in lines if answer and answer in line and any(w in line for w in words)]
         self.replies = [{"answer": answer, "sources": cited}]
-        return super().complete(messages, schema, max_tokens, temperature)
+        out = super().complete(messages, schema, max_tokens, temperature)
+        if self.logprob is not None:  # every character as sure as `logprob` (as llama.cpp reports tokens)
+            out.extra["token_logprobs"] = [(c, self.logprob) for c in out.text]
+        return out
 
     def asked(self) -> list[str]:
         return [re.findall(r"Question: (.+)", h["messages"][-1]["content"])[-1].strip() for h in self.history]
 
 
-def _run(workspace, embedder, answers, **options):  # type: ignore[no-untyped-def]
-    model = PartsReader(answers)
+def _run(workspace, embedder, answers, logprob=None, **options):  # type: ignore[no-untyped-def]
+    model = PartsReader(answers, logprob)
     deps = make_deps(workspace, embedder, model, ListBackend(DOCS), cache=False, model_steps=("answer",))
     result = run_research(workspace, QUESTION, RunOptions(loops=1, queries=2, **options), deps=deps)
     return result, model, RunStore(workspace.db).load_state(result.run_id)
@@ -164,3 +167,18 @@ def test_a_rejected_last_part_keeps_no_half_chain(workspace, fake_embedder):
 def test_with_read_parts_off_the_question_is_read_whole(workspace, fake_embedder):
     result, model, _ = _run(workspace, fake_embedder, {QUESTION: "Tromsø"}, read_parts=False)
     assert model.asked() == [QUESTION] and result.short_answer == "Tromsø"
+
+
+@pytest.mark.parametrize(("logprob", "chained"), [(-0.1, True), (-0.3, False)])
+def test_a_chain_is_as_sure_as_all_its_parts(workspace, fake_embedder, logprob, chained):
+    # Each reading alone clears the 0.6 gate (exp(-0.1) = 0.90, exp(-0.3) = 0.74); the chain is right only if every
+    # part is: 0.90 × 0.90 = 0.82 keeps it, 0.74 × 0.74 = 0.55 does not, and the question is read whole.
+    answers = {PART: "Mara Quell", REST: "Tromsø", QUESTION: "Tromsø"}
+    result, model, state = _run(workspace, fake_embedder, answers, logprob=logprob)
+    assert result.short_answer == "Tromsø"
+    if chained:
+        assert model.asked() == [PART, REST]
+        assert state.short_answer["confidence"] == pytest.approx(0.9048**2, abs=0.001)
+        assert [p["confidence"] for p in state.short_answer["parts"]] == [pytest.approx(0.9048, abs=0.001)] * 2
+    else:
+        assert model.asked() == [PART, REST, QUESTION] and "parts" not in state.short_answer

@@ -8,7 +8,9 @@ retrieved passage states is cited from that one; a name read shorter than the ev
 it, as the evidence writes it) with the shape the question asks for, yes/no for a yes/no
 question. Anything else is rejected, and so is a span made only of the question's own words.
 Yes/no and either-or questions are compared first; an either-or question the comparison does
-not decide is not read (READ_OPTIONS). Without a kept reading (no model, or rejected) the scored
+not decide is not read (READ_OPTIONS). With `research.read_parts`, a question whose wording names a hop ("the
+country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py); if any part is
+rejected, the question is read whole. Without a kept reading (no model, or rejected) the scored
 extractive candidate answers — only when it is confident; otherwise the run abstains and the
 report says the evidence does not state the answer directly.
 """
@@ -388,8 +390,9 @@ def read_in_parts(state: ResearchState, run: RunContext, passages: list[str]) ->
     """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
     over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
     the rest of the question. The final reading, citing every part's passages, with `parts` (each part's question,
-    answer and passages); None when the question does not split, or a part or the final reading is rejected or
-    unsure (the whole question is then read as one)."""
+    answer, passages and confidence); None when the question does not split, when a part or the final reading is
+    rejected or unsure, or when the chain as a whole is unsure — the product of its parts' confidences (the chance
+    that every hop is right) under `research.reader_min_confidence` — and the whole question is then read as one."""
     question, done = state.topic, []
     for _ in range(parts.MAX_PARTS):
         part = parts.first_part(question)
@@ -398,10 +401,10 @@ def read_in_parts(state: ResearchState, run: RunContext, passages: list[str]) ->
         reading = read_part(state, run, passages, part.question)
         if reading is None:
             return None
-        done.append({"question": part.question, "answer": reading["text"], "sids": reading["sids"]})
+        done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):
-            return _with_parts(reading, done)
+            return _with_parts(state, reading, done)
         if whole:
             break
     if not done:
@@ -409,8 +412,17 @@ def read_in_parts(state: ResearchState, run: RunContext, passages: list[str]) ->
     final = read_part(state, run, passages, question)
     if final is None:
         return None
-    done.append({"question": question, "answer": final["text"], "sids": final["sids"]})
-    return _with_parts(final, done)
+    return _with_parts(state, final, [*done, _part(question, final)])
+
+
+def _part(question: str, reading: dict[str, Any]) -> dict[str, Any]:
+    """One part as the state and report keep it."""
+    return {
+        "question": question,
+        "answer": reading["text"],
+        "sids": reading["sids"],
+        "confidence": reading.get("confidence"),
+    }
 
 
 def read_part(state: ResearchState, run: RunContext, passages: list[str], question: str) -> dict[str, Any] | None:
@@ -420,10 +432,17 @@ def read_part(state: ResearchState, run: RunContext, passages: list[str], questi
     return reading
 
 
-def _with_parts(final: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any]:
-    """The final reading citing its own passages first, then each part's, with the parts it was read in."""
+def _with_parts(state: ResearchState, final: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The final reading citing its own passages first, then each part's, with the parts it was read in and the
+    chain's confidence; None when that is under `research.reader_min_confidence`. (Over the five tuning reads this
+    took the chain's net added wrong headlines from 6 to 1, and its net right ones from 9 to 10: docs/BENCHMARKS.md,
+    session 26.)"""
+    sure = [part["confidence"] for part in done if part["confidence"] is not None]
+    chain = round(math.prod(sure), 4) if sure else None
+    if chain is not None and chain < state.options.reader_min_confidence:
+        return None
     sids = list(dict.fromkeys([*final["sids"], *(sid for part in done for sid in part["sids"])]))
-    return {**final, "sids": sids, "parts": done}
+    return {**final, "sids": sids, "parts": done, "confidence": chain}
 
 
 # When the hop read runs with `research.second_read` on (measured on MuSiQue 0–9, docs/BENCHMARKS.md session 12):
