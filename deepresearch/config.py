@@ -302,8 +302,9 @@ class ResearchConfig(_Section):
         True,
         description='A question with a describing phrase ("the country where X is located", "the director of Y",'
         ' "Z\'s performer") is read one hop at a time: that phrase first, as its own question over evidence chosen'
-        " for it, its checked answer written into the question, then the rest. A part that is rejected or unsure"
-        " ends it, and the question is read whole (docs/BENCHMARKS.md, session 26).",
+        " for it, its checked answer written into the question, then the rest. A rejected part, or parts whose"
+        " confidences multiply to under research.reader_min_confidence, and the question is read whole. On: on fresh"
+        " HotpotQA and MuSiQue questions it gained exact matches over reading whole (docs/BENCHMARKS.md, session 26).",
     )
     kb_cover_similarity: float = Field(
         0.5,
