@@ -1,20 +1,22 @@
 """A multi-hop question split by its own wording, so that a small model reads it one hop at a time.
 
-"When did the country where the village of Clonbrook is located become a member of CARICOM?" asks
-two things: which country that is, then when it joined. A 1.5B reader given the whole question over
-the evidence of both hops usually answers with the middle entity or a date of the wrong one, and
-asked to plan the hops itself it makes unusable plans (docs/BENCHMARKS.md, session 15). Here the
-question's last describing noun phrase is the first part, read as a one-hop question:
+"In which county is the city where Harris W. Fawell was born?" asks two things: which city that is,
+then its county. A 1.5B reader given the whole question over the evidence of both hops often answers
+with the middle entity or a fact of the wrong one, and asked to plan the hops itself it makes
+unusable plans (docs/BENCHMARKS.md, session 15). Here the question's last describing noun phrase is
+the first part, read as a one-hop question:
 
-- a relative clause: "the country where the village of Clonbrook is located", "a team that was
-  formed in 1990", "the performer who released Decade";
-- "the N of Name": "the performer of Decade", "the director of Jaws" (not a place's own name:
-  "the village of Clonbrook", "the city of Leeds");
+- a relative clause: "the city where Harris W. Fawell was born", "a team that was formed in 1990",
+  "the county in which Leland, North Carolina is located";
+- "the N of Name": "the performer of Decade", "the producer of The Jewel of the Nile" (not a
+  place's own name: "the village of Clonbrook", "the city of Leeds");
 - a possessive: "Hello Love's performer" → "What is the performer of Hello Love?".
 
-Its answer is written into the question in the phrase's place ("When did Guyana become a member of
-CARICOM?"), and the next part is looked for, at most MAX_PARTS times. This module only splits and
-rewrites; `reader.read_in_parts` reads.
+Its answer is written into the question in the phrase's place ("In which county is West
+Chicago?"), and the next part is looked for, at most MAX_PARTS times. A phrase that is the subject
+of "did/does/do" and runs to the question's end holds the main verb ("When did the team that won
+the 1959 final win the cup?"): the question keeps its words, and the answer is added in
+parentheses. This module only splits and rewrites; `reader.read_in_parts` reads and gates.
 """
 
 from __future__ import annotations
