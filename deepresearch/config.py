@@ -306,6 +306,12 @@ class ResearchConfig(_Section):
         " confidences multiply to under research.reader_min_confidence, and the question is read whole. On: on fresh"
         " HotpotQA and MuSiQue questions it gained exact matches over reading whole (docs/BENCHMARKS.md, session 26).",
     )
+    search_parts: bool = Field(
+        False,
+        description="When a question is read in parts (research.read_parts), each part's answer written into the"
+        " question is searched for (the rewritten question names what the question's own searches did not know),"
+        " and the next part reads that search's best passages first.",
+    )
     kb_cover_similarity: float = Field(
         0.5,
         ge=0,

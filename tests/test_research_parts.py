@@ -182,3 +182,32 @@ def test_a_chain_is_as_sure_as_all_its_parts(workspace, fake_embedder, logprob, 
         assert [p["confidence"] for p in state.short_answer["parts"]] == [pytest.approx(0.9048, abs=0.001)] * 2
     else:
         assert model.asked() == [PART, REST, QUESTION] and "parts" not in state.short_answer
+
+
+SPOUSE = "https://example.org/ivo-brandt"
+SPOUSE_QUESTION = "Who is the spouse of the director of Night Harbor?"
+SPOUSE_REST = "Who is the spouse of Mara Quell?"  # the question once the director is written in
+SPOUSE_PART = "What is the spouse of Mara Quell?"  # its last phrase, read as the next part
+
+
+@pytest.mark.parametrize("search_parts", [True, False])
+def test_a_rewritten_part_is_searched_and_its_passage_read_and_cited(workspace, fake_embedder, search_parts):
+    # The spouse's passage shares no word with the question: its own searches never find it. The rewritten part
+    # names the director, and a search for it does.
+    docs = {**DOCS, SPOUSE: "Mara Quell married the painter Ivo Brandt in 1990."}
+    backend = ListBackend(docs)
+    model = PartsReader({PART: "Mara Quell", SPOUSE_PART: "Ivo Brandt", SPOUSE_QUESTION: ""})
+    deps = make_deps(workspace, fake_embedder, model, backend, cache=False, model_steps=("answer",))
+    options = RunOptions(loops=1, queries=2, search_parts=search_parts)
+    result = run_research(workspace, SPOUSE_QUESTION, options, deps=deps)
+    state = RunStore(workspace.db).load_state(result.run_id)
+    if not search_parts:  # the last part reads no passage that states it: the question is read whole, and abstains
+        assert SPOUSE_REST not in backend.calls and result.short_answer is None
+        assert model.asked() == [PART, SPOUSE_PART, SPOUSE_QUESTION]
+        return
+    assert backend.calls[-1] == SPOUSE_REST and model.asked() == [PART, SPOUSE_PART]
+    assert result.short_answer == "Ivo Brandt"
+    # The found passage is cited, and so is the one that named the director (the hop it came from).
+    assert [s["url"] for s in result.answer_sources][:2] == [SPOUSE, FILM]
+    assert SPOUSE in {s.url for s in state.sources} and state.hops[SPOUSE_REST]["entity"] == "Mara Quell"
+    assert f"Read in parts: {PART} → Mara Quell; {SPOUSE_PART} → Ivo Brandt." in result.report

@@ -370,10 +370,10 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
             run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
     if state.options.read_parts and kind not in TRUSTED_KINDS and passages and run.model_for("answer") is not None:
-        chained = read_in_parts(state, run, passages)
+        chained, searched = read_in_parts(state, deps, run, passages)
         if chained is not None:
             run.progress("answer", text=chained["text"], method=chained["method"])
-            return {"short_answer": chained}
+            return {"short_answer": chained, **searched}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
     reading, raw = read(state, run, evidence)
     update: dict[str, Any] = {}
@@ -386,33 +386,63 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     return {"short_answer": found, **update}
 
 
-def read_in_parts(state: ResearchState, run: RunContext, passages: list[str]) -> dict[str, Any] | None:
+def read_in_parts(
+    state: ResearchState, deps: Deps, run: RunContext, passages: list[str]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
     over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
-    the rest of the question. The final reading, citing every part's passages, with `parts` (each part's question,
-    answer, passages and confidence); None when the question does not split, when a part or the final reading is
-    rejected or unsure, or when the chain as a whole is unsure — the product of its parts' confidences (the chance
-    that every hop is right) under `research.reader_min_confidence` — and the whole question is then read as one."""
-    question, done = state.topic, []
+    the rest of the question. With `research.search_parts`, each rewritten question is also searched (it names the
+    hop's answer, which the question's own searches did not know), its best passages read first by the next part.
+    (the final reading, citing every part's passages, with `parts` — each part's question, answer, passages and
+    confidence — and the state update of the parts' searches); (None, {}) when the question does not split, when a
+    part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the product of its
+    parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` — and the whole
+    question is then read as one, over the run's own passages."""
+    question, done, work = state.topic, [], state
     for _ in range(parts.MAX_PARTS):
         part = parts.first_part(question)
         if part is None:
             break
-        reading = read_part(state, run, passages, part.question)
+        reading = read_part(work, run, passages, part.question)
         if reading is None:
-            return None
+            return None, {}
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):
-            return _with_parts(state, reading, done)
+            return _with_parts(state, reading, done), searched_update(state, work)
+        if state.options.search_parts:
+            work, passages = part_search(work, deps, run, passages, question, reading)
         if whole:
             break
     if not done:
-        return None
-    final = read_part(state, run, passages, question)
+        return None, {}
+    final = read_part(work, run, passages, question)
     if final is None:
-        return None
-    return _with_parts(state, final, [*done, _part(question, final)])
+        return None, {}
+    return _with_parts(state, final, [*done, _part(question, final)]), searched_update(state, work)
+
+
+def part_search(
+    state: ResearchState, deps: Deps, run: RunContext, passages: list[str], question: str, reading: dict[str, Any]
+) -> tuple[ResearchState, list[str]]:
+    """(the state after searching a rewritten question, the passages its next part reads: the search's best
+    HOP_PASSAGES first, then the rest); the same when the question was searched before or the budget is spent. The
+    search is a hop from the passage that stated the part's answer, so a passage it finds cites that one too."""
+    if run.budget.spent() or query_key(question) in {query_key(q) for q in state.queries_done}:
+        return state, passages
+    hop = {"entity": reading["text"], "query": question, "parent": (reading["sids"] or [""])[0]}
+    work, hits = hop_search(state, deps, run, hop)
+    front = hits[:HOP_PASSAGES]
+    return work, front + [sid for sid in passages if sid not in front]
+
+
+def searched_update(state: ResearchState, work: ResearchState) -> dict[str, Any]:
+    """The state update of the searches that made `work` from `state` (none: {})."""
+    if work is state:
+        return {}
+    known = {source.sid for source in state.sources}
+    update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops")}
+    return {**update, "new_sources": [*state.new_sources, *(s.sid for s in work.sources if s.sid not in known)]}
 
 
 def _part(question: str, reading: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,8 @@ class RunOptions:
     second_read: bool = _configured("research.second_read")
     # A multi-hop span question read one hop at a time, split by its wording (research/parts.py).
     read_parts: bool = _configured("research.read_parts")
+    # Each rewritten part searched, its best passages read first by the next part.
+    search_parts: bool = _configured("research.search_parts")
 
     @classmethod
     def from_config(cls, config: Config, **overrides: Any) -> RunOptions:
