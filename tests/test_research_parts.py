@@ -129,6 +129,7 @@ class PartsReader(FakeChatModel):
 def _run(workspace, embedder, answers, logprob=None, **options):  # type: ignore[no-untyped-def]
     model = PartsReader(answers, logprob)
     deps = make_deps(workspace, embedder, model, ListBackend(DOCS), cache=False, model_steps=("answer",))
+    options = {"read_parts": True, "search_parts": False, **options}  # the chain's logic, whatever the defaults
     result = run_research(workspace, QUESTION, RunOptions(loops=1, queries=2, **options), deps=deps)
     return result, model, RunStore(workspace.db).load_state(result.run_id)
 
@@ -198,7 +199,7 @@ def test_a_rewritten_part_is_searched_and_its_passage_read_and_cited(workspace, 
     backend = ListBackend(docs)
     model = PartsReader({PART: "Mara Quell", SPOUSE_PART: "Ivo Brandt", SPOUSE_QUESTION: ""})
     deps = make_deps(workspace, fake_embedder, model, backend, cache=False, model_steps=("answer",))
-    options = RunOptions(loops=1, queries=2, search_parts=search_parts)
+    options = RunOptions(loops=1, queries=2, read_parts=True, search_parts=search_parts)
     result = run_research(workspace, SPOUSE_QUESTION, options, deps=deps)
     state = RunStore(workspace.db).load_state(result.run_id)
     if not search_parts:  # the last part reads no passage that states it: the question is read whole, and abstains

@@ -9,9 +9,10 @@ it, as the evidence writes it) with the shape the question asks for, yes/no for 
 question. Anything else is rejected, and so is a span made only of the question's own words.
 Yes/no and either-or questions are compared first; an either-or question the comparison does
 not decide is not read (READ_OPTIONS). With `research.read_parts`, a question whose wording names a hop ("the
-country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py); if any part is
-rejected, the question is read whole. Without a kept reading (no model, or rejected) the scored
-extractive candidate answers — only when it is confident; otherwise the run abstains and the
+country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py), and with
+`research.search_parts` the question with each part's answer written in is searched before the next part is read;
+if any part is rejected, or the chain is unsure, the question is read whole. Without a kept reading (no model, or
+rejected) the scored extractive candidate answers — only when it is confident; otherwise the run abstains and the
 report says the evidence does not state the answer directly.
 """
 
