@@ -50,6 +50,11 @@ def missing_words(question: str, covered_text: str) -> list[str]:
     return [w for w in topic_words(question) if stem(w) not in covered]
 
 
+def searched_before(query: str, done: list[str]) -> bool:
+    """Whether `query` is one of the queries `done` (compared by their key words)."""
+    return query_key(query) in {query_key(q) for q in done}
+
+
 def clean_queries(raw: Any, done: list[str], n: int, anchor: str) -> list[str]:
     """Usable queries: strings, short, new (not searched before), mostly words of `anchor`."""
     if not isinstance(raw, list):

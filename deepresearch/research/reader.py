@@ -39,7 +39,7 @@ from deepresearch.research.evidence import (
     sentence_score,
 )
 from deepresearch.research.model_io import ask, ask_reply
-from deepresearch.research.queries import new_to, query_key, stems, topic_words
+from deepresearch.research.queries import new_to, searched_before, stems, topic_words
 
 if TYPE_CHECKING:
     from deepresearch.research.deps import Deps, RunContext
@@ -429,7 +429,7 @@ def part_search(
     """(the state after searching a rewritten question, the passages its next part reads: the search's best
     HOP_PASSAGES first, then the rest); the same when the question was searched before or the budget is spent. The
     search is a hop from the passage that stated the part's answer, so a passage it finds cites that one too."""
-    if run.budget.spent() or query_key(question) in {query_key(q) for q in state.queries_done}:
+    if run.budget.spent() or searched_before(question, state.queries_done):
         return state, passages
     hop = {"entity": reading["text"], "query": question, "parent": (reading["sids"] or [""])[0]}
     work, hits = hop_search(state, deps, run, hop)
@@ -512,7 +512,7 @@ def with_hop(
     if hopped is None:
         return reading, {}
     second, work, named = hopped
-    update = {k: getattr(work, k) for k in ("sources", "retrievals", "queries_done", "hops", "new_sources")}
+    update = searched_update(state, work)
     hop: dict[str, Any] = {
         **named,
         "first_read": (reading or {}).get("text"),
@@ -541,7 +541,7 @@ def check_hop(data: Any, state: ResearchState, evidence: list[tuple[str, str, st
     sub = " ".join(str(sub).split())[:160]
     words = [w for w in topic_words(sub) if not states(w, entity)] or topic_words(state.topic)[:4]
     query = sub if states(entity, sub) else f"{entity} {' '.join(words)}"
-    if query_key(query) in {query_key(q) for q in state.queries_done}:
+    if searched_before(query, state.queries_done):
         return None
     return {"entity": entity, "query": query, "parent": parent}
 
