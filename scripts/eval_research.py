@@ -199,6 +199,8 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "gold": item["answer"],
         "headline": result.short_answer,
         "method": found.get("method"),
+        "confidence": found.get("confidence"),
+        "type": item.get("type"),
         "em": em,
         "f1": f1,
         "abstained": result.short_answer is None,
