@@ -663,7 +663,9 @@ def test_the_shipped_fit_is_what_fitting_the_shipped_examples_gives(real_embedde
     weights, bias = categorize.fit_examples(real_embedder)
     shipped = categorize.shipped_fit(categorize.fit_key(real_embedder), real_embedder.dimension)
     assert shipped is not None
-    assert np.allclose(weights, shipped[0], atol=1e-6) and np.allclose(bias, shipped[1], atol=1e-6)
+    # Not bit for bit: another CPU's float kernels move the embeddings in their last bits (1.3e-6 at most in a weight
+    # of up to ~4 on an AMD EPYC); a stale fit differs by far more.
+    assert np.allclose(weights, shipped[0], atol=1e-5) and np.allclose(bias, shipped[1], atol=1e-5)
 
 
 def test_the_shipped_category_examples_are_the_labeled_claims_but_the_newest_blind_split():

@@ -228,7 +228,10 @@ def test_three_engines_answer_one_search_interface_and_one_rule_picks_them(db_pa
             [engine.search(q, flt, 10) for q in queries] for engine in (engines.vec0, engines.ram, engines.codes)
         ]
         for engine, found in zip((engines.vec0, engines.ram, engines.codes), per_engine, strict=True):
-            assert engine.search_batch(queries, flt, 10) == found  # one query at a time or all at once
+            batch = engine.search_batch(queries, flt, 10)  # one query at a time or all at once: the same facts, and
+            for one, many in zip(found, batch, strict=True):  # scores up to a matrix product's last bit
+                assert [i for i, _ in many] == [i for i, _ in one]
+                assert [s for _, s in many] == pytest.approx([s for _, s in one], abs=1e-6)
         for found in per_engine[1:]:
             for exact, other in zip(per_engine[0], found, strict=True):
                 assert [s for _, s in other] == pytest.approx([s for _, s in exact], abs=1e-5)

@@ -1,7 +1,7 @@
 """Integer matrix products for bulk corpus embedding: the corrected model with int8 matrices.
 
 `quantized_model` writes, once, a copy of the corrected model (`onnx_model.corrected_model`) in
-which every `MatMul(x, Cast(w) × scale)` is a com.microsoft `DynamicQuantizeMatMul`: int8 weights
+which every `MatMul(x, Cast(w) × scale)` is a com.microsoft `DynamicQuantizeMatMul`: 8-bit weights
 with one scale per output column, the activations quantized per call to uint8 with one scale per
 tensor, products in integers (VNNI/AMX on CPUs that have them: ≈ 2× the float model's chunks
 per second on 256-token chunks; a 766-page folder's vectors in 0.64× the time on a nearly quiet
@@ -17,7 +17,12 @@ reported on):
   the weight rows multiplied by s, so the outlier channels are flattened into the weights;
 - BiasGelu outputs (FFN-out), whose GELU cannot absorb a scale: the `OUTLIERS` largest channels
   are zeroed for the int8 product and added back by a small float product (Gather + MatMul).
-Each matrix's bias goes into the DynamicQuantizeMatMul. The vector of a text depends on what
+Each matrix's bias goes into the DynamicQuantizeMatMul. The weights are stored unsigned, offset by a zero point of
+128 (`quantize_columns`): with signed weights, a CPU with AVX2 but no VNNI multiplies uint8 by int8 with an
+instruction that adds pairs of products into 16 bits and saturates (255·127·2 > 32767), and there the vectors drifted
+from the float model's (cosine 0.987 at worst on HotpotQA paragraphs, on an AMD EPYC with onnxruntime 1.32);
+unsigned by unsigned is widened to 16 bits first and exact on every CPU (0.9987, and 1.26× the chunks a second
+there; docs/BENCHMARKS.md, session 28). The vector of a text depends on what
 else is in its batch (one activation scale per tensor), so this model is run one text per batch.
 Queries and knowledge-base facts never use it (models/onnx_embed: `embed_documents` only).
 
@@ -55,11 +60,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INT8_FORMAT = 1  # part of the cache key: bump it when the rewrite below changes
+INT8_FORMAT = 2  # part of the cache key: bump it when the rewrite below changes
 CALIBRATION_FILE = "int8-activations.npz"  # beside the tokenizer and the correction
 ALPHA = 0.75  # SmoothQuant's migration strength (HotpotQA paragraphs: 0.5 / 0.6 / 0.75 → 0.75)
 OUTLIERS = 8  # channels of each GELU output kept in float
-_DTYPES = {1: "<f4", 3: "i1", 7: "<i8", 10: "<f2"}  # TensorProto.DataType → numpy
+_DTYPES = {1: "<f4", 2: "u1", 3: "i1", 7: "<i8", 10: "<f2"}  # TensorProto.DataType → numpy
 
 
 def tensor_field(name: str, array: np.ndarray) -> bytes:
@@ -159,12 +164,14 @@ def smoothing(maxima: np.ndarray, weights: list[np.ndarray]) -> np.ndarray:
     return (s / np.exp(np.log(s).mean())).astype("<f4")
 
 
-def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 weight, float32 scale per output column), symmetric."""
+def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(uint8 weight, float32 scale and uint8 zero point per output column): symmetric ±127 steps, stored offset by
+    the zero point 128."""
     import numpy as np
 
     scale = (np.maximum(np.abs(weight).max(axis=0), 1e-12) / 127).astype("<f4")
-    return np.clip(np.round(weight / scale), -127, 127).astype("i1"), scale
+    zero = np.full(scale.shape, 128, dtype="u1")
+    return (np.clip(np.round(weight / scale), -127, 127) + 128).astype("u1"), scale, zero
 
 
 def plan(
@@ -228,10 +235,10 @@ def _int8_linear(
         tensors[f"{key}_outlier_weight"] = linear.weight[outliers].astype("<f4")
         weight = weight.copy()
         weight[outliers] = 0
-    tensors[f"{key}_w8"], tensors[f"{key}_w8_scale"] = quantize_columns(weight)
-    inputs = [x, f"{key}_w8", f"{key}_w8_scale"]
+    tensors[f"{key}_w8"], tensors[f"{key}_w8_scale"], tensors[f"{key}_w8_zero"] = quantize_columns(weight)
+    inputs = [x, f"{key}_w8", f"{key}_w8_scale", f"{key}_w8_zero"]
     if linear.bias_add is not None:
-        inputs += ["", linear.bias_add.inputs[1]]  # no zero point (symmetric), the bias
+        inputs += [linear.bias_add.inputs[1]]
     if outliers is None:
         return [contrib(inputs, [result], "DynamicQuantizeMatMul")], tensors
     minus_one = attribute_int("axis", (1 << 64) - 1)  # int64 -1 on the wire: the channel axis
