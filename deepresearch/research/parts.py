@@ -10,11 +10,11 @@ the first part, read as a one-hop question:
   "the county in which Leland, North Carolina is located";
 - "the N of Name": "the performer of Decade", "the producer of The Jewel of the Nile" (not a
   place's own name: "the village of Clonbrook", "the city of Leeds");
-- a possessive: "Hello Love's performer" → "What is the performer of Hello Love?", "Quell's country" (a single
+- a possessive: "Hello Love's performer" → "What is the performer of Hello Love?", "Damerjog's country" (a single
   noun: not "NATO's creators", "Britain's first");
-- a clause with no "that" after a definite description: "the country Mara Quell is from", "the state the Battle of
-  Tromsø was fought";
-- a participle and the name it takes: "the country containing Tromsø", "the network premiering Night Harbor".
+- a clause with no "that" after a definite description: "the country Signmark is from", "the state the Battle of
+  Mine Creek was fought";
+- a participle and the name it takes: "the country containing Nugegoda", "the country premiering Prison Break".
 
 Its answer is written into the question in the phrase's place ("In which county is West
 Chicago?"), and the next part is looked for, at most MAX_PARTS times. A phrase that is the subject
