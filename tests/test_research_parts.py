@@ -60,31 +60,6 @@ REST = "In which town was Mara Quell raised?"
             "the performer of Decade",
             "What is the performer of Decade?",
         ),
-        # A possessive of one noun names one thing.
-        ("Who was the first mayor of Mara Quell's town?", "Mara Quell's town", "What is the town of Mara Quell?"),
-        # A clause with no relative word, after a definite description.
-        (
-            "Which language is spoken in the country Mara Quell is from?",
-            "the country Mara Quell is from",
-            "What is the country Mara Quell is from?",
-        ),
-        (
-            "Who governed the region the Battle of Tromsø was fought, in 1950?",
-            "the region the Battle of Tromsø was fought",
-            "What is the region the Battle of Tromsø was fought?",
-        ),
-        # A participle and the name it takes.
-        (
-            "When did the country containing Tromsø join NATO?",
-            "the country containing Tromsø",
-            "What is the country containing Tromsø?",
-        ),
-        # A relative clause ends where the main clause's "did" and its subject begin.
-        (
-            "In which part of the country where Night Harbor was filmed did the war start?",
-            "the country where Night Harbor was filmed",
-            "What is the country where Night Harbor was filmed?",
-        ),
     ],
 )
 def test_the_last_describing_phrase_is_the_first_part(question, span, asked):
@@ -113,11 +88,6 @@ def test_a_subject_running_to_the_end_keeps_its_verb_and_gets_the_answer_in_pare
         "What is the population of the city of Leeds?",  # a place's own name, not a hop
         "Who was the band?",  # "the band" alone names nothing to look up
         "the director of Night Harbor?",  # the phrase is the whole question
-        "What year was the film Night Harbor released?",  # a name after its kind, then the main verb
-        "To which town was the director of the film Night Harbor moved to?",  # the main verb again, after "was"
-        "Which band played at Norway's largest festival?",  # an adjective, not a noun
-        "Who were Quell's teachers?",  # a plural names no one thing
-        "In which year was it that the director Mara Quell was Norwegian?",  # "X was Name": a claim
     ],
 )
 def test_a_question_without_a_hop_in_its_wording_does_not_split(question):
