@@ -71,6 +71,17 @@ def test_question_types_follow_the_question_word():
     assert question_type("How does SQLite WAL mode let readers and writers work at the same time?") == "explain"
     assert question_type("Are Christopher Nolan and Sathish Kalathil both film directors?") == "yesno"
     assert question_type("Which band was formed first, Killing Heidi or Suede?") == "choice"
+
+
+def test_the_sentence_that_asks_types_the_question():
+    # a statement first, then the question: its own first word says what is asked
+    assert question_type("The director Jane Roe has a knighthood. Does the director John Doe also have one?") == "yesno"
+    assert question_type("The river Foo was dammed in 1950. Who designed the dam?") == "person"
+    # an initial is not a sentence end; neither is an abbreviation followed by a name
+    assert question_type("In what county is the town where John Q. Public was born?") == "place"
+    assert question_type("What was Mr. Smith's first name?") == "entity"
+    # a title that opens with an auxiliary, asking for a year
+    assert question_type("Do Re Mi, a remake of an older film, was released in which year?") == "date"
     assert choice_options("Which band was formed first, Killing Heidi or Suede?") == ["Killing Heidi", "Suede"]
     assert question_type("Which FC Barcelona signee was a contender for Rookie of the Year?") == "entity"
 

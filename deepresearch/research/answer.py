@@ -57,12 +57,16 @@ _YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
 
 
 def question_type(question: str) -> str:
-    """yesno | choice | number | explain | date | person | place | entity."""
+    """yesno | choice | number | explain | date | person | place | entity: by the first word of the sentence that asks
+    (`asking_sentence`) and the question words anywhere. An auxiliary first asks yes or no unless a "which year"
+    phrase asks for something else ("Do Re Mi, a film by …, was released in which year?": a title that opens with
+    "Do")."""
     q = question.strip().lower()
-    first = q.split(" ", 1)[0] if q else ""
+    asking = asking_sentence(question).lower()
+    first = asking.split(" ", 1)[0] if asking else ""
     if choice_options(question):
         return "choice"
-    if first in _AUX:
+    if first in _AUX and not _WH_PHRASE.search(q):
         return "yesno"
     if re.search(r"\bhow (many|much|long|old|tall|far|large|big|high)\b|\bwhat (number|percentage|population)\b", q):
         return "number"
@@ -79,6 +83,21 @@ def question_type(question: str) -> str:
     ):
         return "place"
     return "entity"
+
+
+_SENTENCE_END = re.compile(r"(?<=[\w)\"'’][.!?])\s+(?=[A-Z])")
+_ASKING_WORDS = _AUX | {"who", "whom", "whose", "what", "which", "when", "where", "why", "how"}
+_WH_PHRASE = re.compile(r"\b(?:what|which) (?:year|date|decade|century|month|day)\b")
+
+
+def asking_sentence(question: str) -> str:
+    """The sentence that asks: the last one when the question states something first and then asks ("The director
+    X has a knighthood. Does the director Y also have one?"), else the whole question. A last piece that does not
+    open with a question word or an auxiliary is not a sentence of its own ("… the town where John Q. Public was
+    born?")."""
+    whole = question.strip()
+    last = _SENTENCE_END.split(whole)[-1]
+    return last if last != whole and last.split(" ", 1)[0].lower() in _ASKING_WORDS else whole
 
 
 def choice_options(question: str) -> list[str]:

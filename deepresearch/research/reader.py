@@ -235,7 +235,7 @@ def asked_shape(question: str) -> str:
     open it (a "who" or "when" inside a clause, "the player who …", asks nothing), else from a
     wh-phrase asking for a date or a number anywhere ("… formed in what year?")."""
     low = " ".join(question.strip().lower().split())
-    head = " ".join(low.split()[:4])
+    head = " ".join(answers.asking_sentence(question).lower().split()[:4])
     found = next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
     return found or next((shape for pattern, shape in _TAIL_SHAPES if pattern.search(low)), "")
 
