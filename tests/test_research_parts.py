@@ -165,6 +165,20 @@ def test_a_rejected_last_part_keeps_no_half_chain(workspace, fake_embedder):
     assert result.short_answer is None
 
 
+def test_a_part_answered_by_a_name_the_question_writes_was_no_hop(workspace, fake_embedder):
+    # "Who produced X?" does not hop through X: a part read as a name the question already writes ends the chain, and
+    # so does a last part that answers with the question's own words; the question is then read whole.
+    question = "In which town was Mara Quell, the director of Night Harbor, raised?"
+    part = "What is the director of Night Harbor?"
+    answers = {part: "Mara Quell", question: "Tromsø"}
+    model = PartsReader(answers)
+    deps = make_deps(workspace, fake_embedder, model, ListBackend(DOCS), cache=False, model_steps=("answer",))
+    options = RunOptions(loops=1, queries=2, read_parts=True, search_parts=False)
+    result = run_research(workspace, question, options, deps=deps)
+    assert model.asked() == [part, question]
+    assert result.short_answer == "Tromsø" and result.answer_parts == []
+
+
 def test_with_read_parts_off_the_question_is_read_whole(workspace, fake_embedder):
     result, model, _ = _run(workspace, fake_embedder, {QUESTION: "Tromsø"}, read_parts=False)
     assert model.asked() == [QUESTION] and result.short_answer == "Tromsø"

@@ -392,7 +392,8 @@ def read_in_parts(
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
     over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
-    the rest of the question. With `research.search_parts`, each rewritten question is also searched (it names the
+    the rest of the question; an answer the question itself names is no hop's answer (the phrase read was not a hop)
+    and ends the chain. With `research.search_parts`, each rewritten question is also searched (it names the
     hop's answer, which the question's own searches did not know), its best passages read first by the next part.
     (the final reading, citing every part's passages, with `parts` — each part's question, answer, passages and
     confidence — and the state update of the parts' searches); (None, {}) when the question does not split, when a
@@ -405,7 +406,7 @@ def read_in_parts(
         if part is None:
             break
         reading = read_part(work, run, passages, part.question)
-        if reading is None:
+        if reading is None or states(reading["text"], state.topic):
             return None, {}
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
@@ -418,7 +419,7 @@ def read_in_parts(
     if not done:
         return None, {}
     final = read_part(work, run, passages, question)
-    if final is None:
+    if final is None or states(final["text"], state.topic):
         return None, {}
     return _with_parts(state, final, [*done, _part(question, final)]), searched_update(state, work)
 
