@@ -179,6 +179,15 @@ def test_a_part_answered_by_a_name_the_question_writes_was_no_hop(workspace, fak
     assert result.short_answer == "Tromsø" and result.answer_parts == []
 
 
+def test_a_whole_reading_that_names_a_hop_of_the_failed_chain_is_not_kept(workspace, fake_embedder):
+    # The director is read, the town is not; read whole, the question is answered with the director: a step of the
+    # chain, not what it leads to. The run abstains and keeps the reading as rejected.
+    result, model, state = _run(workspace, fake_embedder, {PART: "Mara Quell", REST: "", QUESTION: "Mara Quell"})
+    assert model.asked() == [PART, REST, QUESTION]
+    assert result.short_answer is None
+    assert state.short_answer["reader_rejected"]["hop_answer"] == "Mara Quell"
+
+
 def test_with_read_parts_off_the_question_is_read_whole(workspace, fake_embedder):
     result, model, _ = _run(workspace, fake_embedder, {QUESTION: "Tromsø"}, read_parts=False)
     assert model.asked() == [QUESTION] and result.short_answer == "Tromsø"

@@ -359,8 +359,10 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """The run's short answer: for a how/why question the best sentences (READ_EXPLAIN); for a
     yes/no or either-or question the comparison of the passages
     when it answers (an either-or question it does not decide abstains: READ_OPTIONS); otherwise
-    the model's reading when the evidence supports it (with a hop read if `research.second_read`),
-    else the confident extractive answer, else an abstention. The hop's search joins the run's
+    the chain read in parts when it holds (`read_in_parts`), else the model's reading of the whole question when
+    the evidence supports it (with a hop read if `research.second_read`) — not when it names the answer of one of
+    the failed chain's hops: the question asks what that name leads to ("the spouse of the director of X" read as
+    the director) — else the confident extractive answer, else an abstention. The hop's search joins the run's
     pool (sources, hops)."""
     passages = cited_passages(state)
     kind = answers.question_type(state.topic)
@@ -370,13 +372,16 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
         if compared.get("text") or kind == "explain" or (kind == "choice" and not READ_OPTIONS):
             run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
+    hops: list[str] = []
     if state.options.read_parts and kind not in TRUSTED_KINDS and passages and run.model_for("answer") is not None:
-        chained, searched = read_in_parts(state, deps, run, passages)
+        chained, searched, hops = read_in_parts(state, deps, run, passages)
         if chained is not None:
             run.progress("answer", text=chained["text"], method=chained["method"])
             return {"short_answer": chained, **searched}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
     reading, raw = read(state, run, evidence)
+    if reading is not None and any(is_entity(reading["text"], hop) for hop in hops):
+        raw, reading = {**raw, "hop_answer": reading["text"]}, None  # a step of the question's chain, not its end
     update: dict[str, Any] = {}
     if wants_hop(state, run, reading):
         reading, update = with_hop(state, deps, run, evidence, reading)
@@ -389,7 +394,7 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
 
 def read_in_parts(
     state: ResearchState, deps: Deps, run: RunContext, passages: list[str]
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
     """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
     over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
     the rest of the question; an answer the question itself names is no hop's answer (the phrase read was not a hop)
@@ -399,29 +404,35 @@ def read_in_parts(
     confidence — and the state update of the parts' searches); (None, {}) when the question does not split, when a
     part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the product of its
     parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` — and the whole
-    question is then read as one, over the run's own passages."""
-    question, done, work = state.topic, [], state
+    question is then read as one, over the run's own passages. Third, the answers of the hops read (not the last
+    reading's): a whole reading that names one answers with a step of the chain, and is not kept (`answer`)."""
+    question, work = state.topic, state
+    done: list[dict[str, Any]] = []
     for _ in range(parts.MAX_PARTS):
         part = parts.first_part(question)
         if part is None:
             break
         reading = read_part(work, run, passages, part.question)
         if reading is None or states(reading["text"], state.topic):
-            return None, {}
+            return None, {}, _answers(done)
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
-        if parts.only_asks(question, reading["text"]):
-            return _with_parts(state, reading, done), searched_update(state, work)
+        if parts.only_asks(question, reading["text"]):  # the part was the question: its answer is no step
+            return _with_parts(state, reading, done), searched_update(state, work), _answers(done[:-1])
         if state.options.search_parts:
             work, passages = part_search(work, deps, run, passages, question, reading)
         if whole:
             break
     if not done:
-        return None, {}
+        return None, {}, []
     final = read_part(work, run, passages, question)
     if final is None or states(final["text"], state.topic):
-        return None, {}
-    return _with_parts(state, final, [*done, _part(question, final)]), searched_update(state, work)
+        return None, {}, _answers(done)
+    return _with_parts(state, final, [*done, _part(question, final)]), searched_update(state, work), _answers(done)
+
+
+def _answers(done: list[dict[str, Any]]) -> list[str]:
+    return [part["answer"] for part in done]
 
 
 def part_search(
