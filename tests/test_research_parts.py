@@ -179,6 +179,13 @@ def test_a_part_answered_by_a_name_the_question_writes_was_no_hop(workspace, fak
     assert result.short_answer == "Tromsø" and result.answer_parts == []
 
 
+def test_a_last_reading_that_answers_with_the_questions_own_name_ends_the_chain(workspace, fake_embedder):
+    # The director is read; the rest, read as the film the question names, is no answer: the question is read whole.
+    result, model, _ = _run(workspace, fake_embedder, {PART: "Mara Quell", REST: "Night Harbor", QUESTION: "Tromsø"})
+    assert model.asked() == [PART, REST, QUESTION]
+    assert result.short_answer == "Tromsø" and result.answer_parts == []
+
+
 def test_a_whole_reading_that_names_a_hop_of_the_failed_chain_is_not_kept(workspace, fake_embedder):
     # The director is read, the town is not; read whole, the question is answered with the director: a step of the
     # chain, not what it leads to. The run abstains and keeps the reading as rejected.

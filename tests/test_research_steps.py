@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from deepresearch.kb.lifecycle import age_tag
 from deepresearch.research import prompts
-from deepresearch.research.answer import choice_options, question_type
+from deepresearch.research.answer import asking_sentence, choice_options, question_type
 from deepresearch.research.queries import clean_queries, missing_words, names_in
+from deepresearch.research.reader import asked_shape
 from deepresearch.research.router import route
 from deepresearch.research.state import Known, ResearchState, RunOptions, Sentence, Source
 
@@ -77,11 +78,15 @@ def test_the_sentence_that_asks_types_the_question():
     # a statement first, then the question: its own first word says what is asked
     assert question_type("The director Jane Roe has a knighthood. Does the director John Doe also have one?") == "yesno"
     assert question_type("The river Foo was dammed in 1950. Who designed the dam?") == "person"
-    # an initial is not a sentence end; neither is an abbreviation followed by a name
-    assert question_type("In what county is the town where John Q. Public was born?") == "place"
-    assert question_type("What was Mr. Smith's first name?") == "entity"
+    # an initial or a title ends no sentence, even before a word that could open a question
+    assert asking_sentence("In what county is the town where John Q. Public was born?").startswith("In what county")
+    assert question_type("Where did Mr. Will Roe go to college?") == "place"
+    assert question_type("Where was J. Will Roe born?") == "place"
+    assert asked_shape("How many episodes of Dr. Who were made?") == "number"
+    assert asked_shape("The river Foo was dammed in 1950. Who designed the dam?") == "person"
     # a title that opens with an auxiliary, asking for a year
     assert question_type("Do Re Mi, a remake of an older film, was released in which year?") == "date"
+    assert question_type("Is the resort, which year-round hosts skiers, in Utah?") == "yesno"
     assert choice_options("Which band was formed first, Killing Heidi or Suede?") == ["Killing Heidi", "Suede"]
     assert question_type("Which FC Barcelona signee was a contender for Rookie of the Year?") == "entity"
 

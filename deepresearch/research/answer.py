@@ -85,18 +85,21 @@ def question_type(question: str) -> str:
     return "entity"
 
 
-_SENTENCE_END = re.compile(r"(?<=[\w)\"'’][.!?])\s+(?=[A-Z])")
+# A sentence ends at a word of two letters or more (not a title, not an initial, not "U.S.") and its mark.
+_TITLES = r"(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|Gen|Col|Capt|Lt|Rev|Sgt|No|Vol|vs)[.]"
+_SENTENCE_END = re.compile(rf"(?<![\w.])(?!{_TITLES})\w{{2,}}[)\"'’]?[.!?]\s+(?=[A-Z])")
 _ASKING_WORDS = _AUX | {"who", "whom", "whose", "what", "which", "when", "where", "why", "how"}
-_WH_PHRASE = re.compile(r"\b(?:what|which) (?:year|date|decade|century|month|day)\b")
+_WH_PHRASE = re.compile(r"\b(?:what|which) (?:year|date|decade|century|month|day)\b(?!-)")
 
 
 def asking_sentence(question: str) -> str:
     """The sentence that asks: the last one when the question states something first and then asks ("The director
     X has a knighthood. Does the director Y also have one?"), else the whole question. A last piece that does not
     open with a question word or an auxiliary is not a sentence of its own ("… the town where John Q. Public was
-    born?")."""
+    born?"), and a title or an initial ends none ("Where did Mr. Will Smith study?")."""
     whole = question.strip()
-    last = _SENTENCE_END.split(whole)[-1]
+    ends = list(_SENTENCE_END.finditer(whole))
+    last = whole[ends[-1].end() :] if ends else whole
     return last if last != whole and last.split(" ", 1)[0].lower() in _ASKING_WORDS else whole
 
 

@@ -232,8 +232,8 @@ _TAIL_SHAPES = (
 
 def asked_shape(question: str) -> str:
     """The answer's shape the question asks for (date, number, person, place): from the words that
-    open it (a "who" or "when" inside a clause, "the player who …", asks nothing), else from a
-    wh-phrase asking for a date or a number anywhere ("… formed in what year?")."""
+    open the sentence that asks (`answer.asking_sentence`; a "who" or "when" inside a clause, "the player who …",
+    asks nothing), else from a wh-phrase asking for a date or a number anywhere ("… formed in what year?")."""
     low = " ".join(question.strip().lower().split())
     head = " ".join(answers.asking_sentence(question).lower().split()[:4])
     found = next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
@@ -401,7 +401,7 @@ def read_in_parts(
     and ends the chain. With `research.search_parts`, each rewritten question is also searched (it names the
     hop's answer, which the question's own searches did not know), its best passages read first by the next part.
     (the final reading, citing every part's passages, with `parts` — each part's question, answer, passages and
-    confidence — and the state update of the parts' searches); (None, {}) when the question does not split, when a
+    confidence — and the state update of the parts' searches); (None, {}, …) when the question does not split, when a
     part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the product of its
     parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` — and the whole
     question is then read as one, over the run's own passages. Third, the answers of the hops read (not the last
