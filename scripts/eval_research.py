@@ -193,6 +193,9 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     guess = found.get("unconfirmed")
     # Without the extractive confidence rule the unconfirmed candidate would have been the headline.
     em_all, f1_all = headline_scores(result.short_answer or guess, golds)
+    # With reader.READ_AFTER_BROKEN_CHAIN the whole reading after a broken chain would have been.
+    broken = (found.get("reader_rejected") or {}).get("chain_broke")
+    em_broken, f1_broken = headline_scores(result.short_answer or broken, golds)
     return {
         "question": item["question"],
         "run_id": result.run_id,
@@ -209,6 +212,11 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "f1_no_rule": f1_all,
         "wrong_no_rule": bool(result.short_answer or guess) and f1_all < 0.5,
         "abstained_no_rule": not (result.short_answer or guess),
+        "chain_broke": broken,
+        "em_with_broken": em_broken,
+        "f1_with_broken": f1_broken,
+        "wrong_with_broken": bool(result.short_answer or broken) and f1_broken < 0.5,
+        "abstained_with_broken": not (result.short_answer or broken),
         **hop_figures(found, result.short_answer, golds),
         "read_in_parts": bool(result.answer_parts),
         "parts": [[p["question"], p["answer"]] for p in result.answer_parts],
@@ -461,6 +469,10 @@ SUMMARY_KEYS = [
     "f1_no_rule",
     "wrong_no_rule",
     "abstained_no_rule",
+    "em_with_broken",
+    "f1_with_broken",
+    "wrong_with_broken",
+    "abstained_with_broken",
     "hopped",
     "read_in_parts",
     "em_no_hop",

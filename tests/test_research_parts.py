@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from deepresearch.research import parts
+from deepresearch.research import parts, reader
 from deepresearch.research.loop import run_research
 from deepresearch.research.runs import RunStore
 from deepresearch.research.state import RunOptions
@@ -150,12 +150,30 @@ def test_a_chain_is_read_part_by_part_and_cites_every_parts_passage(workspace, f
     ]
 
 
-def test_a_part_the_evidence_does_not_state_ends_the_chain_and_the_whole_question_is_read(workspace, fake_embedder):
-    # "Oslo" is in no passage: the part is rejected, and the question is read whole, as without parts.
+def _answer_section(report: str) -> str:
+    return report.split("## Answer", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_part_the_evidence_does_not_state_breaks_the_chain_and_the_whole_reading_is_no_answer(
+    workspace, fake_embedder
+):
+    # "Oslo" is in no passage: the part is rejected. The question is read whole, skipping the hop the chain could not
+    # follow: the run abstains, and the Answer shows the reading's sentence, not bolded, as the closest one.
     result, model, state = _run(workspace, fake_embedder, {PART: "Oslo", QUESTION: "Tromsø"})
     assert model.asked() == [PART, QUESTION]
-    assert result.short_answer == "Tromsø" and "parts" not in state.short_answer
+    assert result.short_answer is None and "parts" not in state.short_answer
+    assert state.short_answer["reader_rejected"]["chain_broke"] == "Tromsø"
+    answer = _answer_section(result.report)
+    assert "does not state the answer directly" in answer and "**" not in answer
+    assert answer.index(DOCS[DIRECTOR]) < answer.index(DOCS[FILM])
     assert "Read in parts" not in result.report and result.answer_parts == []
+
+
+def test_with_reading_after_a_broken_chain_on_the_whole_reading_is_the_answer(workspace, fake_embedder, monkeypatch):
+    monkeypatch.setattr(reader, "READ_AFTER_BROKEN_CHAIN", True)
+    result, model, state = _run(workspace, fake_embedder, {PART: "Oslo", QUESTION: "Tromsø"})
+    assert model.asked() == [PART, QUESTION]
+    assert result.short_answer == "Tromsø" and "reader_rejected" not in state.short_answer
 
 
 def test_a_rejected_last_part_keeps_no_half_chain(workspace, fake_embedder):
@@ -192,7 +210,9 @@ def test_a_whole_reading_that_names_a_hop_of_the_failed_chain_is_not_kept(worksp
     result, model, state = _run(workspace, fake_embedder, {PART: "Mara Quell", REST: "", QUESTION: "Mara Quell"})
     assert model.asked() == [PART, REST, QUESTION]
     assert result.short_answer is None
-    assert state.short_answer["reader_rejected"]["hop_answer"] == "Mara Quell"
+    rejected = state.short_answer["reader_rejected"]
+    assert rejected["hop_answer"] == "Mara Quell" and "chain_broke" not in rejected  # the narrower reason is named
+    assert _answer_section(result.report).index(DOCS[FILM]) < _answer_section(result.report).index(DOCS[DIRECTOR])
 
 
 def test_with_read_parts_off_the_question_is_read_whole(workspace, fake_embedder):
@@ -206,13 +226,13 @@ def test_a_chain_is_as_sure_as_all_its_parts(workspace, fake_embedder, logprob, 
     # part is: 0.90 × 0.90 = 0.82 keeps it, 0.74 × 0.74 = 0.55 does not, and the question is read whole.
     answers = {PART: "Mara Quell", REST: "Tromsø", QUESTION: "Tromsø"}
     result, model, state = _run(workspace, fake_embedder, answers, logprob=logprob)
-    assert result.short_answer == "Tromsø"
     if chained:
-        assert model.asked() == [PART, REST]
+        assert model.asked() == [PART, REST] and result.short_answer == "Tromsø"
         assert state.short_answer["confidence"] == pytest.approx(0.9048**2, abs=0.001)
         assert [p["confidence"] for p in state.short_answer["parts"]] == [pytest.approx(0.9048, abs=0.001)] * 2
-    else:
+    else:  # an unsure chain broke: the whole reading is not the answer either
         assert model.asked() == [PART, REST, QUESTION] and "parts" not in state.short_answer
+        assert result.short_answer is None and state.short_answer["reader_rejected"]["chain_broke"] == "Tromsø"
 
 
 SPOUSE = "https://example.org/ivo-brandt"

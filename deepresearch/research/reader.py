@@ -11,9 +11,10 @@ Yes/no and either-or questions are compared first; an either-or question the com
 not decide is not read (READ_OPTIONS). With `research.read_parts`, a question whose wording names a hop ("the
 country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py), and with
 `research.search_parts` the question with each part's answer written in is searched before the next part is read;
-if any part is rejected, or the chain is unsure, the question is read whole. Without a kept reading (no model, or
-rejected) the scored extractive candidate answers — only when it is confident; otherwise the run abstains and the
-report says the evidence does not state the answer directly.
+if any part is rejected, or the chain is unsure, the question is still read whole, but that reading is not the answer
+(READ_AFTER_BROKEN_CHAIN): its sentence is shown as the closest one. Without a kept reading (no model, or rejected) the
+scored extractive candidate answers — only when it is confident; otherwise the run abstains and the report says the
+evidence does not state the answer directly.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 import re
 import string
 import unicodedata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from deepresearch.models.base import field_logprobs
 from deepresearch.research import answer as answers
@@ -355,6 +356,28 @@ READ_OPTIONS = False
 READ_EXPLAIN = False
 
 
+# A question whose wording names a hop, whose chain broke (a part or the last reading rejected or unsure, or the chain
+# unsure as a whole), is still read whole, but that reading is not printed as the answer: the run abstains and shows
+# the reading's sentence as the closest one. On the three fresh MuSiQue sets read before (215 questions) those
+# readings were right 4 times and wrong 31 (7 partly right); on HotpotQA train 0–99, 3 right and 8 wrong
+# (docs/BENCHMARKS.md, session 30). True keeps them as answers, as before.
+READ_AFTER_BROKEN_CHAIN = False
+
+
+class Chain(NamedTuple):
+    """What reading in parts gave: the final reading (None: no chain held), the state update of the parts' searches,
+    the answers of the hops read, and whether the chain was tried and broke (not: the question does not split, or a
+    part was answered with a name the question writes, so the phrase read was no hop)."""
+
+    found: dict[str, Any] | None
+    update: dict[str, Any]
+    hops: list[str]
+    broke: bool
+
+
+NO_CHAIN = Chain(None, {}, [], False)
+
+
 def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     """The run's short answer: for a how/why question the best sentences (READ_EXPLAIN); for a
     yes/no or either-or question the comparison of the passages
@@ -362,8 +385,9 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     the chain read in parts when it holds (`read_in_parts`), else the model's reading of the whole question when
     the evidence supports it (with a hop read if `research.second_read`) — not when it names the answer of one of
     the failed chain's hops: the question asks what that name leads to ("the spouse of the director of X" read as
-    the director) — else the confident extractive answer, else an abstention. The hop's search joins the run's
-    pool (sources, hops)."""
+    the director); nor when the chain broke (READ_AFTER_BROKEN_CHAIN) — else the confident extractive answer, else
+    an abstention, which shows a reading not kept as its closest sentence. The hop's search joins the run's pool
+    (sources, hops)."""
     passages = cited_passages(state)
     kind = answers.question_type(state.topic)
     if (kind == "explain" and not READ_EXPLAIN) or (kind in TRUSTED_KINDS and COMPARISONS_FIRST):
@@ -372,40 +396,45 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
         if compared.get("text") or kind == "explain" or (kind == "choice" and not READ_OPTIONS):
             run.progress("answer", text=compared["text"], method=compared["method"])
             return {"short_answer": compared}
-    hops: list[str] = []
+    chain = NO_CHAIN
     if state.options.read_parts and kind not in TRUSTED_KINDS and passages and run.model_for("answer") is not None:
-        chained, searched, hops = read_in_parts(state, deps, run, passages)
-        if chained is not None:
-            run.progress("answer", text=chained["text"], method=chained["method"])
-            return {"short_answer": chained, **searched}
+        chain = read_in_parts(state, deps, run, passages)
+        if chain.found is not None:
+            run.progress("answer", text=chain.found["text"], method=chain.found["method"])
+            return {"short_answer": chain.found, **chain.update}
     evidence = reader_evidence(state, passages, state.options.reader_tokens) if passages else []
     reading, raw = read(state, run, evidence)
-    if reading is not None and any(is_entity(reading["text"], hop) for hop in hops):
-        raw, reading = {**raw, "hop_answer": reading["text"]}, None  # a step of the question's chain, not its end
+    dropped = None
+    if reading is not None and any(is_entity(reading["text"], hop) for hop in chain.hops):
+        raw, dropped = {**raw, "hop_answer": reading["text"]}, reading  # a step of the question's chain, not its end
+    elif reading is not None and chain.broke and not READ_AFTER_BROKEN_CHAIN:
+        raw, dropped = {**raw, "chain_broke": reading["text"]}, reading  # read whole, the hops it skipped unchecked
+    reading = None if dropped else reading
     update: dict[str, Any] = {}
     if wants_hop(state, run, reading):
         reading, update = with_hop(state, deps, run, evidence, reading)
     found = reading or extractive_answer(state, passages)
+    if dropped is not None and found.get("text") is None and dropped.get("sentence"):
+        found = {**found, "closest": [dropped["sentence"], dropped["sids"][0]]}  # where the reading stands
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
     run.progress("answer", text=found.get("text"), method=found["method"])
     return {"short_answer": found, **update}
 
 
-def read_in_parts(
-    state: ResearchState, deps: Deps, run: RunContext, passages: list[str]
-) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
+def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: list[str]) -> Chain:
     """The question read one hop at a time (`parts`): its last describing phrase read first as a one-hop question
     over evidence chosen again for it, the checked answer written into the question in its place, and so on; then
     the rest of the question; an answer the question itself names is no hop's answer (the phrase read was not a hop)
     and ends the chain. With `research.search_parts`, each rewritten question is also searched (it names the
     hop's answer, which the question's own searches did not know), its best passages read first by the next part.
-    (the final reading, citing every part's passages, with `parts` — each part's question, answer, passages and
-    confidence — and the state update of the parts' searches); (None, {}, …) when the question does not split, when a
-    part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the product of its
-    parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` — and the whole
-    question is then read as one, over the run's own passages. Third, the answers of the hops read (not the last
-    reading's): a whole reading that names one answers with a step of the chain, and is not kept (`answer`)."""
+    The `Chain`: the final reading, citing every part's passages, with `parts` — each part's question, answer,
+    passages and confidence — and the state update of the parts' searches; no reading when the question does not
+    split, when a part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the
+    product of its parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` —
+    and the whole question is then read as one, over the run's own passages (`broke` says which). Also the answers
+    of the hops read (not the last reading's): a whole reading that names one answers with a step of the chain, and
+    is not kept (`answer`)."""
     question, work = state.topic, state
     done: list[dict[str, Any]] = []
     for _ in range(parts.MAX_PARTS):
@@ -414,21 +443,22 @@ def read_in_parts(
             break
         reading = read_part(work, run, passages, part.question)
         if reading is None or states(reading["text"], state.topic):
-            return None, {}, _answers(done)
+            return Chain(None, {}, _answers(done), broke=reading is None)
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):  # the part was the question: its answer is no step
-            return _with_parts(state, reading, done), searched_update(state, work), _answers(done[:-1])
+            return Chain(_with_parts(state, reading, done), searched_update(state, work), _answers(done[:-1]), False)
         if state.options.search_parts:
             work, passages = part_search(work, deps, run, passages, question, reading)
         if whole:
             break
     if not done:
-        return None, {}, []
+        return NO_CHAIN
     final = read_part(work, run, passages, question)
     if final is None or states(final["text"], state.topic):
-        return None, {}, _answers(done)
-    return _with_parts(state, final, [*done, _part(question, final)]), searched_update(state, work), _answers(done)
+        return Chain(None, {}, _answers(done), broke=final is None)
+    found = _with_parts(state, final, [*done, _part(question, final)])
+    return Chain(found, searched_update(state, work), _answers(done), broke=found is None)
 
 
 def _answers(done: list[dict[str, Any]]) -> list[str]:
