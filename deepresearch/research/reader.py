@@ -367,12 +367,15 @@ READ_AFTER_BROKEN_CHAIN = False
 class Chain(NamedTuple):
     """What reading in parts gave: the final reading (None: no chain held), the state update of the parts' searches,
     the answers of the hops read, and whether the chain was tried and broke (not: the question does not split, or a
-    part was answered with a name the question writes, so the phrase read was no hop)."""
+    part was answered with a name the question writes, so the phrase read was no hop) — then also the parts read
+    before it broke and the question of the part that got no sure answer."""
 
     found: dict[str, Any] | None
     update: dict[str, Any]
     hops: list[str]
     broke: bool
+    read: list[dict[str, Any]] = []
+    stuck: str = ""
 
 
 NO_CHAIN = Chain(None, {}, [], False)
@@ -416,6 +419,8 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     found = reading or extractive_answer(state, passages)
     if dropped is not None and found.get("text") is None and dropped.get("sentence"):
         found = {**found, "closest": [dropped["sentence"], dropped["sids"][0]]}  # where the reading stands
+    if chain.broke and chain.read and found.get("text") is None:  # how far the chain went, for the report
+        found = {**found, "parts_read": chain.read, "stuck": chain.stuck}
     if raw is not None and reading is None:
         found = {**found, "reader_rejected": raw}
     run.progress("answer", text=found.get("text"), method=found["method"])
@@ -443,7 +448,7 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
             break
         reading = read_part(work, run, passages, part.question)
         if reading is None or states(reading["text"], state.topic):
-            return Chain(None, {}, _answers(done), broke=reading is None)
+            return Chain(None, {}, _answers(done), reading is None, done, part.question)
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):  # the part was the question: its answer is no step
@@ -456,9 +461,9 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
         return NO_CHAIN
     final = read_part(work, run, passages, question)
     if final is None or states(final["text"], state.topic):
-        return Chain(None, {}, _answers(done), broke=final is None)
+        return Chain(None, {}, _answers(done), final is None, done, question)
     found = _with_parts(state, final, [*done, _part(question, final)])
-    return Chain(found, searched_update(state, work), _answers(done), broke=found is None)
+    return Chain(found, searched_update(state, work), _answers(done), found is None, done, question)
 
 
 def _answers(done: list[dict[str, Any]]) -> list[str]:

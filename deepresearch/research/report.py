@@ -83,6 +83,9 @@ def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str],
         closest = found.get("closest")  # where the unconfirmed candidate stands: shown, not bolded
         if closest and closest[1] in by_sid:
             lines.append(f"{closest[0]} {mark(closest[1])}")
+        if found.get("parts_read"):  # a chain that broke: the hops it did read, and where it stopped
+            read = "; ".join(f"{p['question']} → {p['answer']}" for p in found["parts_read"])
+            lines.append(f"Read in parts as far as the evidence went: {read}; {found['stuck']} → no sure answer.")
     shown = {found.get("sentence"), *(_best_sentence(state, by_sid[sid]) for sid in sids[:2])}
     shown |= {(found.get("closest") or [None])[0]}
     rest = [sid for sid in cited if sid not in sids] if text else cited
