@@ -367,19 +367,23 @@ READ_AFTER_BROKEN_CHAIN = False
 
 class Chain(NamedTuple):
     """What reading in parts gave: the final reading (None: no chain held), the state update of the parts' searches,
-    the answers of the hops read, and whether the chain was tried and broke (not: the question does not split, or a
-    part was answered with a name the question writes, so the phrase read was no hop) — then also the parts read
-    before it broke and the question of the part that got no sure answer."""
+    whether the chain was tried and broke (not: the question does not split, or a part was answered with a name the
+    question writes, so the phrase read was no hop), the hops read (not the final reading) and the question of the
+    part that got no sure answer."""
 
     found: dict[str, Any] | None
     update: dict[str, Any]
-    hops: list[str]
     broke: bool
-    read: list[dict[str, Any]] = []
+    read: list[dict[str, Any]]
     stuck: str = ""
 
+    @property
+    def hops(self) -> list[str]:
+        """The answers of the hops read: a whole reading that names one answers with a step of the chain."""
+        return [part["answer"] for part in self.read]
 
-NO_CHAIN = Chain(None, {}, [], False)
+
+NO_CHAIN = Chain(None, {}, False, [])
 
 
 def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
@@ -449,11 +453,11 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
             break
         reading = read_part(work, run, passages, part.question)
         if reading is None or states(reading["text"], state.topic):
-            return Chain(None, {}, _answers(done), reading is None, done, part.question)
+            return Chain(None, {}, reading is None, done, part.question)
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):  # the part was the question: its answer is no step
-            return Chain(_with_parts(state, reading, done), searched_update(state, work), _answers(done[:-1]), False)
+            return Chain(_with_parts(state, reading, done), searched_update(state, work), False, done[:-1])
         if state.options.search_parts:
             work, passages = part_search(work, deps, run, passages, question, reading)
         if whole:
@@ -462,13 +466,9 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
         return NO_CHAIN
     final = read_part(work, run, passages, question)
     if final is None or states(final["text"], state.topic):
-        return Chain(None, {}, _answers(done), final is None, done, question)
+        return Chain(None, {}, final is None, done, question)
     found = _with_parts(state, final, [*done, _part(question, final)])
-    return Chain(found, searched_update(state, work), _answers(done), found is None, done, question)
-
-
-def _answers(done: list[dict[str, Any]]) -> list[str]:
-    return [part["answer"] for part in done]
+    return Chain(found, searched_update(state, work), found is None, done, question)
 
 
 def part_search(

@@ -75,16 +75,14 @@ def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str],
         lines.append(f"**{text}** — {found.get('sentence') or _best_sentence(state, by_sid[sids[0]])} {mark(sids[0])}")
         lines += [f"{_best_sentence(state, by_sid[sid])} {mark(sid)}" for sid in sids[1:2]]
         if found.get("parts"):  # read one hop at a time: each part's question, and the answer written into the next
-            lines.append(
-                "Read in parts: " + "; ".join(f"{p['question']} → {p['answer']}" for p in found["parts"]) + "."
-            )
+            lines.append(f"Read in parts: {_parts_line(found['parts'])}.")
     elif found.get("method") != "sentences":  # how/why questions are answered by the sentences themselves
         lines.append(ABSTAIN_NOTE)
         closest = found.get("closest")  # where the unconfirmed candidate stands: shown, not bolded
         if closest and closest[1] in by_sid:
             lines.append(f"{closest[0]} {mark(closest[1])}")
         if found.get("parts_read"):  # a chain that broke: the hops it did read, and where it stopped
-            read = "; ".join(f"{p['question']} → {p['answer']}" for p in found["parts_read"])
+            read = _parts_line(found["parts_read"])
             lines.append(f"Read in parts as far as the evidence went: {read}; {found['stuck']} → no sure answer.")
     shown = {found.get("sentence"), *(_best_sentence(state, by_sid[sid]) for sid in sids[:2])}
     shown |= {(found.get("closest") or [None])[0]}
@@ -95,6 +93,11 @@ def _answer_lines(state: ResearchState, found: dict[str, Any], cited: list[str],
             shown.add(sentence)
             lines.append(f"{sentence} {mark(sid)}")
     return lines
+
+
+def _parts_line(parts: list[dict[str, Any]]) -> str:
+    """Each part's question and the answer written into the next ("Q1 → A1; Q2 → A2")."""
+    return "; ".join(f"{p['question']} → {p['answer']}" for p in parts)
 
 
 def _footer(state: ResearchState) -> str:
