@@ -20,7 +20,8 @@ set) and a blind9 part (session 17, second round: the same, with the rustc book,
 (session 18: the same, with the Rust Reference, `--reference`) and a blind11 part (session 19: the same, with the
 Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`) and a
 blind13 part (session 21: the same, with the libffi manual, `--libffi`) and a blind14 part (session 23: the same, with
-the libxslt documentation, `--libxslt`):
+the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same, with the Ninja build system's manual,
+`--ninja`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -93,17 +94,19 @@ HOTPOT_QUESTIONS = {
     "blind13": (*range(65, 70), *range(74, 78)),
     # blind14: the seven questions no split had used (the file has 100)
     "blind14": (78, 79, 86, 87, 88, 89, 99),
+    # blind15: seven of the first twenty questions, which no split had used (20–99 are all taken)
+    "blind15": range(0, 7),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3, "blind14": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
-    "blind14": range(42, 46),
+    "blind14": range(42, 46), "blind15": range(46, 50),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -130,6 +133,8 @@ SCIFACT_START = {
     "blind13": 0.0625,
     # blind14: every sixteenth is taken, so half-way between dev's start (0) and blind13's (1/16)
     "blind14": 0.03125,
+    # blind15: half-way between blind13's start (1/16) and dev2's (1/8)
+    "blind15": 0.09375,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -288,8 +293,16 @@ LIBXSLT_PAGES = {
         "tutorial2/libxslt_pipes.html",
     ]
 }
+# session 31's blind15 takes its documentation from an eleventh set, of another kind than the Rust, Node.js, SQLite,
+# Valgrind, libffi and libxslt ones: the Ninja build system's manual (a build tool's manual written in asciidoc, one
+# long HTML page: Debian's ninja-build in /usr/share/doc/ninja-build/manual.html, `--ninja`). As it is one page,
+# NINJA_CHUNKS chunks spread evenly through it are taken (chunk indexes round(k*(n-1)/(NINJA_CHUNKS-1)), k = 0 …
+# NINJA_CHUNKS-1, n = its chunk count: 50 for ninja-build 1.11.1, so chunks 0, 4, 8, 11, 15, 19, 23, 26, 30, 34, 38,
+# 41, 45, 49), fixed here before any extraction output on it was seen; no chunk is skipped for what it holds.
+NINJA_PAGES = {"blind15": ["manual.html"]}
+NINJA_CHUNKS = 14
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14")
+LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15")
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -380,6 +393,12 @@ def _a_third_in(split: str, page: str, chunks: list[str]) -> list[int]:
     return [len(chunks) // 3]
 
 
+def _spread_evenly(split: str, page: str, chunks: list[str]) -> list[int]:
+    """NINJA_CHUNKS chunks of a one-page manual, evenly spaced from its first chunk to its last."""
+    last = len(chunks) - 1
+    return sorted({round(k * last / (NINJA_CHUNKS - 1)) for k in range(NINJA_CHUNKS)})
+
+
 # Where each documentation set's pages live (the url a labeled source carries: page path appended).
 DOC_URLS = {
     "sqlite": "file:///usr/share/doc/sqlite3/",
@@ -392,6 +411,7 @@ DOC_URLS = {
     "valgrind": "file:///usr/share/doc/valgrind/html/",
     "libffi": "file:///usr/share/doc/libffi8/html/",
     "libxslt": "file:///usr/share/doc/libxslt1-dev/html/",
+    "ninja": "file:///usr/share/doc/ninja-build/",
 }
 
 
@@ -487,6 +507,7 @@ def main() -> None:
     parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
     for dest, (*_, help_text) in ONE_CHUNK_SETS.items():
         parser.add_argument(f"--{dest.replace('_', '-')}", type=Path, help=help_text)
+    parser.add_argument("--ninja", type=Path, help="the Ninja manual's manual.html or its folder (blind15's docs)")
     parser.add_argument("--main-commit", default="", help="main's commit for `--extractors main` (eval's MAIN_COMMIT)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
@@ -496,6 +517,9 @@ def main() -> None:
         for dest, (pages, corpus, prefix, _) in ONE_CHUNK_SETS.items():
             folder = getattr(args, dest)
             sources += _doc_chunks(folder, pages, corpus, prefix, _a_third_in) if folder else []
+        if args.ninja:  # one page: chunks spread through it, not one a third in
+            folder = args.ninja.parent if args.ninja.is_file() else args.ninja
+            sources += _doc_chunks(folder, NINJA_PAGES, "ninja", "ninja", _spread_evenly)
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)
