@@ -36,7 +36,9 @@ split: `new` with the `check` model step (the configured chat model confirms eac
 keeps, models/standalone.py `ModelCheck`; its s/source includes the model's seconds). `--splits S…` extracts and
 prints only those splits (the leave-one-split-out fits still use every other split; no categorizer table).
 `--extractors` runs only some of baseline, main and new; `--threshold T…` sets the stands-alone check's threshold
-(every fit's and the shipped model's; several give a `new@T` row each); `--pooled S…` adds a row over those splits.
+(every fit's and the shipped model's; several give a `new@T` row each); `--pooled S…` adds a row over those splits;
+`--by-kind` adds, under each row, the same figures over its prose sources (`S:prose`: SciFact, HotpotQA, MuSiQue) and
+its documentation sources (`S:docs`).
 `--issue-pages DIR` runs both extractions over every chunk of the issue's SQLite pages instead.
 
 The old model comparison on HotpotQA (grounded share of model proposals per candidate GGUF)
@@ -55,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extraction_labels import DATA, FLAGS, SPLITS, load_jsonl, match  # noqa: E402
+from extraction_labels import DATA, FLAGS, SPLITS, kind, load_jsonl, match  # noqa: E402
 
 # "main": the extraction as merged at the end of session 16 (blind6 in training, rule I, the release cue; session
 # 16's figures used 7bb4e97; d81bb01 was main at the start of session 17, edc8c02 at its second round on issue 25:
@@ -462,8 +464,11 @@ def labeled_main(args: argparse.Namespace) -> None:
     pooled = {"pooled": args.pooled} if args.pooled else {}
     for split in (*splits, *pooled, "all"):
         chosen = [s for s in sources if split == "all" or s["split"] in pooled.get(split, [split])]
-        for name, run in runs.items():
-            rows.append({"name": name, "split": split, **figures(run, chosen, labels)})
+        for part in ("", "prose", "docs") if args.by_kind else ("",):
+            part_of = [s for s in chosen if not part or kind(s) == part]
+            label = f"{split}:{part}" if part else split
+            for name, run in runs.items():
+                rows.append({"name": name, "split": label, **figures(run, part_of, labels)})
     print(f"{len(sources)} sources, {len(labels)} labeled candidates, max_facts={args.max_facts}")
     print("| " + " | ".join(c for c, _ in columns) + " |")
     print("|" + "---|" * len(columns))
@@ -479,7 +484,7 @@ def labeled_main(args: argparse.Namespace) -> None:
     for c in cats:
         print(f"| {c['categorizer']} | {c['split']} | {c['claims']} | {c['accuracy']:.2f} |")
     for row in rows:
-        if row["unmatched"] and row["split"] not in ("all", "pooled"):
+        if row["unmatched"] and row["split"] not in ("all", "pooled") and ":" not in row["split"]:
             print(f"\nnot in the labeled set ({row['name']}, {row['split']}):", *row["unmatched"], sep="\n  ")
     if args.json:
         args.json.write_text(json.dumps({"extraction": rows, "categorizers": cats}, indent=2, default=str))
@@ -503,6 +508,10 @@ def main() -> None:
         "build_standalone_weights.THRESHOLD, the shipped file's); with several, a `new@T` row per threshold",
     )  # fmt: skip
     parser.add_argument("--pooled", nargs="+", choices=SPLITS, help="also a `pooled` row over these splits")
+    parser.add_argument(
+        "--by-kind", action="store_true",
+        help="also the rows of each split's prose sources (SciFact, HotpotQA, MuSiQue) and documentation sources apart",
+    )  # fmt: skip
     parser.add_argument("--model", help="(--judge) GGUF name or path (default: the configured chat model)")
     parser.add_argument("--model-categories", help="also measure this GGUF choosing from the category enum")
     parser.add_argument("--model-sample", type=int, default=0, help="(--model-categories) claims per split; 0 = all")

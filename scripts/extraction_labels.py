@@ -45,6 +45,15 @@ SPLITS = (
 )  # fmt: skip
 
 
+# The corpora of prose records (encyclopedia paragraphs, abstracts); every other corpus is a documentation set.
+PROSE_CORPORA = ("scifact", "hotpotqa", "musique")
+
+
+def kind(source: dict[str, Any]) -> str:
+    """The kind of a labeled source: `prose` (an encyclopedia paragraph, an abstract) or `docs` (documentation)."""
+    return "prose" if source["corpus"] in PROSE_CORPORA else "docs"
+
+
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 

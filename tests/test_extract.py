@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -718,6 +719,11 @@ def test_the_labeled_set_is_well_formed():
         assert row["fact"].strip()
     for corpus in ("scifact", "hotpotqa", "sqlite"):
         assert sum(r["corpus"] == corpus for r in labels) >= 40
+    # eval_extraction.py --by-kind: the prose records apart from the documentation sets
+    sys.path.insert(0, str(DATA.parents[1] / "scripts"))
+    from extraction_labels import kind
+
+    assert {s["corpus"] for s in sources if kind(s) == "prose"} == {"scifact", "hotpotqa", "musique"}
 
 
 @pytest.mark.parametrize(
