@@ -28,6 +28,7 @@ answer precision (the Answer section's citations on a gold paragraph), median wa
 mean model seconds per question.
 
 Develop on one slice (`--start 0 --limit 40`), report on another (`--start 40 --limit 60`).
+`--only 3,17,40` re-reads some questions of a run (a change that acts only on them) with its kept runs and corpus.
 
     python3 scripts/eval_research.py ../shared/eval/multihop/musique_train.json --corpus all --start 40 \
         --limit 60 --cache-dir /tmp/eval-cache --modes extractive,reader,baseline \
@@ -127,7 +128,7 @@ def ingest(data: list[dict], args: argparse.Namespace, work: Path) -> tuple[Path
     from deepresearch.search.readers import TableSpec
     from deepresearch.workspace import Workspace
 
-    items = data if args.corpus == "all" else data[args.start : args.start + args.limit]
+    items = data if args.corpus == "all" else [data[i] for i in args.indexes]
     model_id = load_config().embedding.model
     key = hashlib.sha1(
         f"{args.file.resolve()}|{args.file.stat().st_size}|{args.corpus}|{len(items)}|{model_id}".encode()
@@ -336,11 +337,11 @@ def extractive_runs(ws: Any, args: argparse.Namespace, items: list[dict], titles
     deps = build_deps(ws, options)
     deps.model = None
     saved = _saved_runs(args.runs_dir)
-    kept = [saved[args.start + i][0] for i in range(len(items)) if args.start + i in saved]
+    kept = [saved[index][0] for index in args.indexes if index in saved]
     _warn_other_options(RunStore(ws.db), kept, options)
     runs = []
     for i, item in enumerate(items, 1):
-        index = args.start + i - 1
+        index = args.indexes[i - 1]
         if index not in saved:
             result = run_research(ws, item["question"], options, deps=deps)
             row = score_run(item, result, RunStore(ws.db).load_state(result.run_id), titles)
@@ -489,6 +490,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=10, help="Questions to research (default 10).")
     parser.add_argument("--start", type=int, default=0, help="Index of the first question (default 0).")
     parser.add_argument(
+        "--only", type=lambda v: [int(i) for i in v.split(",")],
+        help="Comma-separated question indexes, instead of --start/--limit: a subset of a run, re-read with its "
+        "kept runs (--runs-dir) and corpus (--cache-dir).",
+    )  # fmt: skip
+    parser.add_argument(
         "--corpus", choices=("all", "questions"), default="all", help="Ingest all paragraphs or the selected ones."
     )
     parser.add_argument("--modes", default=",".join(MODES[:3]), help=f"Comma-separated subset of {', '.join(MODES)}.")
@@ -517,6 +523,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def selected(count: int, args: argparse.Namespace) -> list[int]:
+    """The indexes of the questions to research: `--only`'s, else `--limit` from `--start`."""
+    if args.only and not all(0 <= i < count for i in args.only):
+        raise ValueError(f"--only: the file's question indexes run from 0 to {count - 1}")
+    return args.only or list(range(args.start, min(count, args.start + args.limit)))
+
+
 def main() -> None:
     """Ingest the paragraphs, run every mode on the selected questions, print the figures."""
     parser = _parser()
@@ -526,13 +539,17 @@ def main() -> None:
     if not set(modes) <= set(MODES):
         parser.error(f"--modes takes {', '.join(MODES)}")
     data = json.loads(args.file.read_text(encoding="utf-8"))
-    items = data[args.start : args.start + args.limit]
+    try:
+        args.indexes = selected(len(data), args)
+    except ValueError as err:
+        parser.error(str(err))
+    items = [data[i] for i in args.indexes]
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="eval-research-"))
     try:
         db, titles, ingest_seconds = ingest(data, args, work)
         out: dict[str, Any] = {
             "file": str(args.file),
-            "questions": f"{args.start}..{args.start + len(items) - 1}",
+            "questions": ",".join(map(str, args.only)) if args.only else f"{args.start}..{args.start + len(items) - 1}",
             "documents": len(set(titles)),
             "ingest_seconds": round(ingest_seconds, 1),
         }

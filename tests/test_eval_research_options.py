@@ -6,6 +6,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import eval_research  # noqa: E402
@@ -35,3 +37,17 @@ def test_kept_runs_with_todays_options_say_nothing(tmp_path, capsys):
     store, run_id = _kept_run(tmp_path)
     eval_research._warn_other_options(store, [run_id], RunOptions())
     assert capsys.readouterr().err == ""
+
+
+def test_only_selects_a_subset_of_the_questions_in_its_order():
+    parser = eval_research._parser()
+    args = parser.parse_args(["x.json", "--only", "7,2,40"])
+    assert eval_research.selected(50, args) == [7, 2, 40]
+    args = parser.parse_args(["x.json", "--start", "45", "--limit", "10"])
+    assert eval_research.selected(50, args) == [45, 46, 47, 48, 49]  # as the slice did
+
+
+def test_only_past_the_end_of_the_file_is_an_error():
+    args = eval_research._parser().parse_args(["x.json", "--only", "3,50"])
+    with pytest.raises(ValueError, match="0 to 49"):
+        eval_research.selected(50, args)
