@@ -268,3 +268,22 @@ def test_a_rewritten_part_is_searched_and_its_passage_read_and_cited(workspace, 
     assert [s["url"] for s in result.answer_sources][:2] == [SPOUSE, FILM]
     assert SPOUSE in {s.url for s in state.sources} and state.hops[SPOUSE_REST]["entity"] == "Mara Quell"
     assert f"Read in parts: {PART} → Mara Quell; {SPOUSE_PART} → Ivo Brandt." in result.report
+
+
+@pytest.mark.parametrize("anchored", [True, False])
+def test_a_later_part_reads_only_the_passages_that_name_the_hop_before_it(
+    workspace, fake_embedder, monkeypatch, anchored
+):
+    # "Night Harbor premiered in Bergen" shares the question's words but not the director's name: the part that
+    # asks where Mara Quell was raised is not shown it (session 31: an answer from a passage that does not name the
+    # hop — "What year did John Knox die?" read from another John's page — was wrong 28 times in 36).
+    monkeypatch.setattr(reader, "ANCHOR_PARTS", anchored)
+    docs = {**DOCS, "file:///corpus/premiere.md": "Night Harbor premiered in Bergen, a town in the west of Norway."}
+    model = PartsReader({PART: "Mara Quell", REST: "Tromsø"})
+    deps = make_deps(workspace, fake_embedder, model, ListBackend(docs), cache=False, model_steps=("answer",))
+    options = RunOptions(loops=1, queries=2, read_parts=True, search_parts=False)
+    result = run_research(workspace, QUESTION, options, deps=deps)
+    prompts = {q: h["messages"][-1]["content"] for q, h in zip(model.asked(), model.history, strict=True)}
+    assert "premiered in Bergen" in prompts[PART]  # the first part reads every passage
+    assert ("premiered in Bergen" in prompts[REST]) is not anchored
+    assert result.short_answer == "Tromsø"

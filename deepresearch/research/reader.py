@@ -41,6 +41,7 @@ from deepresearch.research.evidence import (
 )
 from deepresearch.research.model_io import ask, ask_reply
 from deepresearch.research.queries import new_to, searched_before, stems, topic_words
+from deepresearch.text import content_words
 
 if TYPE_CHECKING:
     from deepresearch.research.deps import Deps, RunContext
@@ -451,7 +452,7 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
         part = parts.first_part(question)
         if part is None:
             break
-        reading = read_part(work, run, passages, part.question)
+        reading = read_part(work, run, naming_hop(work, passages, done), part.question)
         if reading is None or states(reading["text"], state.topic):
             return Chain(None, {}, reading is None, done, part.question)
         done.append(_part(part.question, reading))
@@ -464,11 +465,27 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
             break
     if not done:
         return NO_CHAIN
-    final = read_part(work, run, passages, question)
+    final = read_part(work, run, naming_hop(work, passages, done), question)
     if final is None or states(final["text"], state.topic):
         return Chain(None, {}, final is None, done, question)
     found = _with_parts(state, final, [*done, _part(question, final)])
     return Chain(found, searched_update(state, work), found is None, done, question)
+
+
+# A part after the first reads only the passages that name the hop before it (the answer its question was rewritten
+# with): one that does not name "John Knox" does not say when John Knox died. None naming it breaks the chain.
+ANCHOR_PARTS = True
+
+
+def naming_hop(state: ResearchState, passages: list[str], done: list[dict[str, Any]]) -> list[str]:
+    """The passages a part reads: after a hop, those whose title or text names its answer (one of its words of three
+    or more letters, or the answer whole when it has none); all of them for the first part."""
+    if not ANCHOR_PARTS or not done:
+        return passages
+    hop = done[-1]["answer"]
+    keys = [w for w in content_words(hop) if len(w) >= 3] or [hop]
+    by_sid = state.source_by_sid()
+    return [sid for sid in passages if any(states(k, f"{by_sid[sid].title} {by_sid[sid].text}") for k in keys)]
 
 
 def part_search(
