@@ -443,9 +443,10 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
     passages and confidence — and the state update of the parts' searches; no reading when the question does not
     split, when a part or the final reading is rejected or unsure, or when the chain as a whole is unsure — the
     product of its parts' confidences (the chance that every hop is right) under `research.reader_min_confidence` —
-    and the whole question is then read as one, over the run's own passages (`broke` says which). Also the answers
-    of the hops read (not the last reading's): a whole reading that names one answers with a step of the chain, and
-    is not kept (`answer`)."""
+    and the whole question is then read as one, over the run's own passages (`broke` says which). A part after the
+    first reads only the passages that name the hop before it (`naming_hop`); none naming it breaks the chain. Also
+    the answers of the hops read (not the last reading's): a whole reading that names one answers with a step of the
+    chain, and is not kept (`answer`)."""
     question, work = state.topic, state
     done: list[dict[str, Any]] = []
     for _ in range(parts.MAX_PARTS):
