@@ -485,8 +485,7 @@ def naming_hop(state: ResearchState, passages: list[str], done: list[dict[str, A
         return passages
     hop = done[-1]["answer"]
     keys = [w for w in content_words(hop) if len(w) >= 3] or [hop]
-    by_sid = state.source_by_sid()
-    return [sid for sid in passages if any(states(k, f"{by_sid[sid].title} {by_sid[sid].text}") for k in keys)]
+    return [sid for sid in passages if any(states(k, _full_text(state, sid)) for k in keys)]
 
 
 def part_search(
