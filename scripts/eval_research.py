@@ -221,6 +221,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         **hop_figures(found, result.short_answer, golds),
         "read_in_parts": bool(result.answer_parts),
         "parts": [[p["question"], p["answer"]] for p in result.answer_parts],
+        "parts_read": [[p["question"], p["answer"]] for p in found.get("parts_read") or []],  # a broken chain's hops
         "score": found.get("score"),
         "reader_rejected": found.get("reader_rejected"),
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
