@@ -162,10 +162,7 @@ def test_a_part_the_evidence_does_not_state_breaks_the_chain_and_the_whole_readi
     result, model, state = _run(workspace, fake_embedder, {PART: "Oslo", QUESTION: "Tromsø"})
     assert model.asked() == [PART, QUESTION]
     assert result.short_answer is None and "parts" not in state.short_answer
-    rejected = state.short_answer["reader_rejected"]
-    assert rejected["chain_broke"] == "Tromsø"
-    # Kept with it: no hop was read, and the part that broke said "Oslo".
-    assert (rejected["after_hop"], rejected["names_hop"], rejected["stuck_answer"]) == (None, False, "Oslo")
+    assert state.short_answer["reader_rejected"]["chain_broke"] == "Tromsø"
     answer = _answer_section(result.report)
     assert "does not state the answer directly" in answer and "**" not in answer
     assert answer.index(DOCS[DIRECTOR]) < answer.index(DOCS[FILM])
@@ -241,10 +238,7 @@ def test_a_chain_is_as_sure_as_all_its_parts(workspace, fake_embedder, logprob, 
         assert [p["confidence"] for p in state.short_answer["parts"]] == [pytest.approx(0.9048, abs=0.001)] * 2
     else:  # an unsure chain broke: the whole reading is not the answer either
         assert model.asked() == [PART, REST, QUESTION] and "parts" not in state.short_answer
-        rejected = state.short_answer["reader_rejected"]
-        assert result.short_answer is None and rejected["chain_broke"] == "Tromsø"
-        # The whole reading's passage names the director, the hop read, and the unsure last part read the same.
-        assert (rejected["after_hop"], rejected["names_hop"], rejected["stuck_answer"]) == ("Mara Quell", True, "Tromsø")
+        assert result.short_answer is None and state.short_answer["reader_rejected"]["chain_broke"] == "Tromsø"
 
 
 SPOUSE = "https://example.org/ivo-brandt"

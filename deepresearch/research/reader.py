@@ -377,7 +377,6 @@ class Chain(NamedTuple):
     broke: bool
     read: list[dict[str, Any]]
     stuck: str = ""
-    unsure: str = ""  # the answer the part that broke the chain gave, not kept (unsure or unsupported), if any
 
     @property
     def hops(self) -> list[str]:
@@ -418,7 +417,7 @@ def answer(state: ResearchState, deps: Deps, run: RunContext) -> dict[str, Any]:
     if reading is not None and any(is_entity(reading["text"], hop) for hop in chain.hops):
         raw, dropped = {**raw, "hop_answer": reading["text"]}, reading  # a step of the question's chain, not its end
     elif reading is not None and chain.broke and not READ_AFTER_BROKEN_CHAIN:
-        raw, dropped = {**raw, "chain_broke": reading["text"], **broken_chain(state, chain, reading)}, reading
+        raw, dropped = {**raw, "chain_broke": reading["text"]}, reading  # read whole, the hops it skipped unchecked
     reading = None if dropped else reading
     update: dict[str, Any] = {}
     if wants_hop(state, run, reading):
@@ -454,9 +453,9 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
         part = parts.first_part(question)
         if part is None:
             break
-        reading, raw = read_part(work, run, naming_hop(work, passages, done), part.question)
+        reading = read_part(work, run, naming_hop(work, passages, done), part.question)
         if reading is None or states(reading["text"], state.topic):
-            return Chain(None, {}, reading is None, done, part.question, _said(raw))
+            return Chain(None, {}, reading is None, done, part.question)
         done.append(_part(part.question, reading))
         question, whole = parts.answered(question, part, reading["text"])
         if parts.only_asks(question, reading["text"]):  # the part was the question: its answer is no step
@@ -467,26 +466,11 @@ def read_in_parts(state: ResearchState, deps: Deps, run: RunContext, passages: l
             break
     if not done:
         return NO_CHAIN
-    final, raw = read_part(work, run, naming_hop(work, passages, done), question)
+    final = read_part(work, run, naming_hop(work, passages, done), question)
     if final is None or states(final["text"], state.topic):
-        return Chain(None, {}, final is None, done, question, _said(raw))
+        return Chain(None, {}, final is None, done, question)
     found = _with_parts(state, final, [*done, _part(question, final)])
-    return Chain(found, searched_update(state, work), found is None, done, question, "" if found else final["text"])
-
-
-def _said(raw: Any) -> str:
-    """The answer a reading not kept gave ("" when it gave none)."""
-    answer = raw.get("answer") if isinstance(raw, dict) else None
-    return answer.strip() if isinstance(answer, str) else ""
-
-
-def broken_chain(state: ResearchState, chain: Chain, reading: dict[str, Any]) -> dict[str, Any]:
-    """What a whole reading after a broken chain is set against, kept with it: the last hop the chain read
-    ("after_hop"), whether the passage stating the reading names that hop ("names_hop": it went through the same
-    bridge), and the answer the part that broke gave, not kept ("stuck_answer")."""
-    hop = chain.hops[-1] if chain.hops else None
-    names = hop is not None and bool(reading["sids"]) and names_answer(hop, _full_text(state, reading["sids"][0]))
-    return {"after_hop": hop, "names_hop": names, "stuck_answer": chain.unsure or None}
+    return Chain(found, searched_update(state, work), found is None, done, question)
 
 
 # A part after the first reads only the passages that name the hop before it (the answer its question was rewritten
@@ -499,14 +483,9 @@ def naming_hop(state: ResearchState, passages: list[str], done: list[dict[str, A
     or more letters, or the answer whole when it has none); all of them for the first part."""
     if not ANCHOR_PARTS or not done:
         return passages
-    return [sid for sid in passages if names_answer(done[-1]["answer"], _full_text(state, sid))]
-
-
-def names_answer(hop: str, text: str) -> bool:
-    """Whether `text` names a hop's answer: one of its words of three or more letters, or the answer whole when it
-    has none."""
+    hop = done[-1]["answer"]
     keys = [w for w in content_words(hop) if len(w) >= 3] or [hop]
-    return any(states(k, text) for k in keys)
+    return [sid for sid in passages if any(states(k, _full_text(state, sid)) for k in keys)]
 
 
 def part_search(
@@ -542,13 +521,11 @@ def _part(question: str, reading: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_part(
-    state: ResearchState, run: RunContext, passages: list[str], question: str
-) -> tuple[dict[str, Any] | None, Any]:
-    """(the kept reading of one part's question over the run's passages, their sentences chosen for that question;
-    the model's raw output)."""
+def read_part(state: ResearchState, run: RunContext, passages: list[str], question: str) -> dict[str, Any] | None:
+    """The kept reading of one part's question over the run's passages, their sentences chosen for that question."""
     part_state = dataclasses.replace(state, topic=question)
-    return read(part_state, run, reader_evidence(part_state, passages, state.options.reader_tokens))
+    reading, _ = read(part_state, run, reader_evidence(part_state, passages, state.options.reader_tokens))
+    return reading
 
 
 def _with_parts(state: ResearchState, final: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any] | None:
