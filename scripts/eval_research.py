@@ -176,6 +176,11 @@ def hop_figures(found: dict, headline: str | None, golds: list[str]) -> dict:
     }
 
 
+def _question_answers(parts: list[dict]) -> list[list[str]]:
+    """[question, answer] of each part of a chain."""
+    return [[p["question"], p["answer"]] for p in parts]
+
+
 def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> dict:
     """Per-question figures of one research run."""
     gold = gold_titles(item)
@@ -220,8 +225,8 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "abstained_with_broken": not (result.short_answer or broken),
         **hop_figures(found, result.short_answer, golds),
         "read_in_parts": bool(result.answer_parts),
-        "parts": [[p["question"], p["answer"]] for p in result.answer_parts],
-        "parts_read": [[p["question"], p["answer"]] for p in found.get("parts_read") or []],  # a broken chain's hops
+        "parts": _question_answers(result.answer_parts),
+        "parts_read": _question_answers(found.get("parts_read") or []),  # a broken chain's hops
         "score": found.get("score"),
         "reader_rejected": found.get("reader_rejected"),
         "support_recall": len(gold & cited) / len(gold) if gold else 0.0,
