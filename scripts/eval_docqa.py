@@ -111,7 +111,7 @@ def main() -> None:
     if not args.questions.is_file():
         raise SystemExit(f"Error: {args.questions}: no such file")
     if not (args.home / "deepresearch.db").is_file():
-        raise SystemExit(f"Error: {args.home}: no workspace there; run `deepresearch --home {args.home} corpus add DIR`")
+        raise SystemExit(f"Error: {args.home}: no workspace; run `deepresearch --home {args.home} corpus add DIR`")
     items = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
     items = items[args.start : None if args.limit is None else args.start + args.limit]
     rows = []

@@ -312,12 +312,18 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     # A bare number answers a question that asks a quantity or a time, not "which film".
     assert counts_fit("22,000", "What is the population of Leland?") and counts_fit("Leland", "Which town?")
     assert not counts_fit("1986", "Which of the two films was shot in Leland?")
+    # Documentation asks numbers of versions, values and shares.
+    assert counts_fit("3.37.0", "Which SQLite version introduced STRICT tables?")
+    assert counts_fit("0.0625", "unlikely(X) is likelihood(X, Y) with which value of Y?")
+    assert counts_fit("35%", "What share of the source code is comments?")
 
 
 def test_a_wh_phrase_after_the_head_still_says_a_date_or_a_number_is_asked():
     assert asked_shape("The league includes a team that was formed in what year?") == "date"
     assert asked_shape("King Albert lived during a war that Italy entered when?") == "date"
     assert asked_shape("The club is based in a suburb of a city with a population of what in 2010?") == "number"
+    # A question that opens with "which" asks for what its noun names, whatever its clause counts.
+    assert asked_shape("Which sqldiff option shows how many rows changed in each table?") == ""
     assert asked_shape("The film stars an actress who has won how many Emmy Awards?") == "number"
     # A "when" or "who" inside a clause still asks nothing.
     assert asked_shape("Which singer who was famous when she was young recorded it?") == ""
@@ -335,6 +341,17 @@ def test_a_name_the_question_writes_is_rejected_but_one_made_of_its_scattered_wo
     assert kept is not None and kept["text"] == "Vilnius Old Town"
     assert check_reading({"answer": "Vilnius Cathedral", "sources": ["S1"]}, state, evidence) is None  # written there
     assert check_reading({"answer": "Vilnius", "sources": ["S1"]}, state, evidence) is None  # one of its words
+
+
+def test_an_identifier_made_of_the_questions_words_is_an_answer_but_one_the_question_writes_is_not():
+    # documentation (session 33, eval_docqa): the option's name joins words the question writes apart
+    text = "Pass an sqlite3_mutex_methods structure to sqlite3_config() with the SQLITE_CONFIG_MUTEX option."
+    question = "Which sqlite3_config() option installs a custom mutex from an sqlite3_mutex_methods structure?"
+    state, evidence = _one_passage(question, "Mutex Methods Object", text)
+    kept = check_reading({"answer": "SQLITE_CONFIG_MUTEX", "sources": ["S1"]}, state, evidence)
+    assert kept is not None and kept["text"] == "SQLITE_CONFIG_MUTEX"
+    assert check_reading({"answer": "sqlite3_config()", "sources": ["S1"]}, state, evidence) is None  # written there
+    assert check_reading({"answer": "mutex", "sources": ["S1"]}, state, evidence) is None  # one of its words
 
 
 def test_a_when_question_read_as_a_year_gets_the_full_date_its_sentence_states():

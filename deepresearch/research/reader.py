@@ -161,10 +161,12 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
 
 def written_by_question(span: str, question: str) -> bool:
     """A span made only of the question's words that the question writes as it stands (or one word of
-    it); its scattered words joined into a name are not ("Vilnius Old Town" for "… old towns … Vilnius …")."""
+    it); its scattered words joined into a name are not ("Vilnius Old Town" for "… old towns … Vilnius …"), nor is
+    an identifier that joins them ("SQLITE_CONFIG_MUTEX" for "… sqlite3_config() … custom mutex …"): a word is
+    counted as `states` reads it, after normalization (a possessive's "s" is no word: "country's" is one)."""
     if new_to(span, stems(question)):
         return False
-    return states(span, question) or len(span.split()) < 2
+    return states(span, question) or len([w for w in normalize_answer(span).split() if w != "s"]) < 2
 
 
 # A trailing "(film)", "(1944 film)", "(American band)", "(TV series)" — not "(2021-03-12)" or "(1,110 mm)".
@@ -235,11 +237,15 @@ _TAIL_SHAPES = (
 def asked_shape(question: str) -> str:
     """The answer's shape the question asks for (date, number, person, place): from the words that
     open the sentence that asks (`answer.asking_sentence`; a "who" or "when" inside a clause, "the player who …",
-    asks nothing), else from a wh-phrase asking for a date or a number anywhere ("… formed in what year?")."""
+    asks nothing), else from a wh-phrase asking for a date or a number anywhere ("… formed in what year?") — not in a
+    question that opens with "what" or "which": it asks for what its own noun names ("Which sqldiff option shows how
+    many rows changed?" asks for an option)."""
     low = " ".join(question.strip().lower().split())
     head = " ".join(answers.asking_sentence(question).lower().split()[:4])
     found = next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
-    return found or next((shape for pattern, shape in _TAIL_SHAPES if pattern.search(low)), "")
+    if found or re.match(r"(?:what|which)\b", head):
+        return found
+    return next((shape for pattern, shape in _TAIL_SHAPES if pattern.search(low)), "")
 
 
 def fits_question(text: str, kind: str) -> bool:
@@ -260,7 +266,10 @@ _CLAUSE = re.compile(r"\b(?:is|are|was|were|has|have|had)\b")
 _BARE_NUMBER = re.compile(r"^[\d.,\s%$€£]+$")
 _ASKS_QUANTITY = re.compile(
     r"\b(?:when|how|number|population|percent(?:age)?|year|date|age|score|rank(?:ed)?|total|amount|size|height|length"
-    r"|capacity|area|episode|season|edition|decade|century|time|record|many|much|long|old|tall|far)\b",
+    r"|capacity|area|episode|season|edition|decade|century|time|record|many|much|long|old|tall|far"
+    # what documentation asks a number for: a version, a value, a limit, a share
+    r"|version|release|value|default|limit|maximum|minimum|threshold|count|share|rate|ratio|proportion|fraction"
+    r"|coverage|port|code)\b",
     re.I,
 )
 
