@@ -333,25 +333,35 @@ def test_a_wh_phrase_after_the_head_still_says_a_date_or_a_number_is_asked():
     assert check_reading({"answer": "Mara Quell", "sources": ["S1"]}, state, evidence) is None  # the director
 
 
-def test_a_name_the_question_writes_is_rejected_but_one_made_of_its_scattered_words_is_not():
-    text = "Vilnius Old Town, one of the largest surviving medieval old towns in Europe, holds the Vilnius Cathedral."
-    question = "In which of the largest surviving medieval old towns in Europe is the Vilnius Cathedral located?"
-    state, evidence = _one_passage(question, "Vilnius Old Town", text)
-    kept = check_reading({"answer": "Vilnius Old Town", "sources": ["S1"]}, state, evidence)
-    assert kept is not None and kept["text"] == "Vilnius Old Town"
-    assert check_reading({"answer": "Vilnius Cathedral", "sources": ["S1"]}, state, evidence) is None  # written there
-    assert check_reading({"answer": "Vilnius", "sources": ["S1"]}, state, evidence) is None  # one of its words
-
-
-def test_an_identifier_made_of_the_questions_words_is_an_answer_but_one_the_question_writes_is_not():
-    # documentation (session 33, eval_docqa): the option's name joins words the question writes apart
-    text = "Pass an sqlite3_mutex_methods structure to sqlite3_config() with the SQLITE_CONFIG_MUTEX option."
-    question = "Which sqlite3_config() option installs a custom mutex from an sqlite3_mutex_methods structure?"
-    state, evidence = _one_passage(question, "Mutex Methods Object", text)
-    kept = check_reading({"answer": "SQLITE_CONFIG_MUTEX", "sources": ["S1"]}, state, evidence)
-    assert kept is not None and kept["text"] == "SQLITE_CONFIG_MUTEX"
-    assert check_reading({"answer": "sqlite3_config()", "sources": ["S1"]}, state, evidence) is None  # written there
-    assert check_reading({"answer": "mutex", "sources": ["S1"]}, state, evidence) is None  # one of its words
+@pytest.mark.parametrize(
+    ("title", "text", "question", "kept", "written", "word"),
+    [
+        (
+            "Vilnius Old Town",
+            "Vilnius Old Town, one of the largest surviving medieval old towns in Europe, holds the Vilnius Cathedral.",
+            "In which of the largest surviving medieval old towns in Europe is the Vilnius Cathedral located?",
+            "Vilnius Old Town",  # made of the question's scattered words
+            "Vilnius Cathedral",
+            "Vilnius",
+        ),
+        (  # documentation (session 33, eval_docqa): an identifier joins words the question writes apart
+            "Mutex Methods Object",
+            "Pass an sqlite3_mutex_methods structure to sqlite3_config() with the SQLITE_CONFIG_MUTEX option.",
+            "Which sqlite3_config() option installs a custom mutex from an sqlite3_mutex_methods structure?",
+            "SQLITE_CONFIG_MUTEX",
+            "sqlite3_config()",
+            "mutex",
+        ),
+    ],
+)
+def test_a_name_the_question_writes_is_rejected_but_one_made_of_its_scattered_words_is_not(
+    title, text, question, kept, written, word
+):
+    state, evidence = _one_passage(question, title, text)
+    reading = check_reading({"answer": kept, "sources": ["S1"]}, state, evidence)
+    assert reading is not None and reading["text"] == kept
+    assert check_reading({"answer": written, "sources": ["S1"]}, state, evidence) is None  # written there
+    assert check_reading({"answer": word, "sources": ["S1"]}, state, evidence) is None  # one of its words
 
 
 def test_a_when_question_read_as_a_year_gets_the_full_date_its_sentence_states():
