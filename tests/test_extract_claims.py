@@ -9,6 +9,7 @@ import pytest
 from deepresearch.models.claims import (
     claim_problem,
     definite_reference,
+    leading_subject,
     named_in_full_before,
     passage_candidates,
     passage_claims,
@@ -477,3 +478,14 @@ def test_console_lines_and_steps_after_for_each_are_not_claims(sentence):
 def test_a_name_that_is_also_an_imperative_verb_still_opens_a_claim():
     assert claim_problem("Import duties on steel rose by a quarter in 2018.") is None
     assert claim_problem("Provide is a 2014 album by the band Foo Fighters.") is None
+
+
+def test_a_leading_name_is_made_of_whole_words():
+    # "This is …" once read as the name "Th" before the verb "is", "Analysis of …" as "Analys"; and an all-capitals
+    # heading could be split every way there is, minutes a sentence (Git's documentation, session 33)
+    assert leading_subject("Scott Andrew Buchholz (born 1968) is a pilot.") == "Scott Andrew Buchholz"
+    assert leading_subject("FTS5, the full-text search extension, is built into SQLite.") == "FTS5"
+    assert leading_subject("Analysis of the methylome revealed a landscape.") is None
+    assert leading_subject("His older brother was a pilot.") is None
+    heading = "ENVIRONMENT AND CONFIGURATION VARIABLES --------------------------------------- The editor used to edit"
+    assert leading_subject(heading) is None

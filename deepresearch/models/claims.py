@@ -585,8 +585,11 @@ _EXPLETIVE_IT = re.compile(
     r"uncertain|thought|believed|estimated|reported|recommended|assumed|expected|evident|true|false)\b"
     r"(?:\s+\w+)?\s+(?:whether|that|to|if|how|why|when|what)\b"
 )
+# Each word of the name is taken whole (the lookahead): a word split in two let "This is …" read as the name "Th"
+# before the verb "is", and let an all-capitals heading ("ENVIRONMENT AND CONFIGURATION VARIABLES ----- …") be split
+# every way there is, which took minutes a sentence (the Git documentation, session 33).
 _SUBJECT_VERB = re.compile(
-    r"^((?:[A-Z\"“][\w'’.\-\"”]*\s?)+?)\s*(?:\([^()]*\)\s*|,[^,]*,\s*|\{[^{}]*\}\s*)?"
+    r"^((?:[A-Z\"“][\w'’.\-\"”]*(?![\w'’.\-\"”])\s?)+?)\s*(?:\([^()]*\)\s*|,[^,]*,\s*|\{[^{}]*\}\s*)?"
     r"(?:is|was|are|were|has|had|have|became|remains)\b"
 )
 
