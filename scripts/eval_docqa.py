@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,15 +27,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_research import BASELINE_TOP, contains_answer, headline_scores  # noqa: E402
+from eval_research import BASELINE_TOP, contains_answer, headline_figures  # noqa: E402
 
 
 def _cli(home: Path, *args: str) -> tuple[dict[str, Any] | None, float, str]:
     """(parsed --json output or None, wall seconds, stderr's last line) of one `deepresearch` process."""
     start = time.perf_counter()
-    done = subprocess.run(
-        ["deepresearch", "--home", str(home), *args, "--json"], capture_output=True, text=True, env=os.environ.copy()
-    )
+    done = subprocess.run(["deepresearch", "--home", str(home), *args, "--json"], capture_output=True, text=True)
     wall = time.perf_counter() - start
     try:
         return json.loads(done.stdout), wall, ""
@@ -54,22 +51,18 @@ def question_row(item: dict[str, Any], home: Path) -> dict[str, Any]:
     golds = [item["answer"], *item.get("aliases", [])]
     result, wall, error = _cli(home, "research", item["question"], "--no-kb-write")
     found, _, _ = _cli(home, "corpus", "search", item["question"], "-n", str(BASELINE_TOP))
-    top = [hit.get("url", "") for hit in (found if isinstance(found, list) else (found or {}).get("results", []))]
+    top = [hit.get("url", "") for hit in (found or {}).get("results", [])]
     if result is None:
         return {"id": item["id"], "question": item["question"], "gold": item["answer"], "error": error, "wall": wall,
                 "baseline_page": _on_page(top, item["page"])}  # fmt: skip
     headline = result.get("short_answer")
-    em, f1 = headline_scores(headline, golds)
     cited = [s["url"] for s in result.get("sources", [])]
     return {
         "id": item["id"],
         "question": item["question"],
         "gold": item["answer"],
         "headline": headline,
-        "em": em,
-        "f1": f1,
-        "wrong": headline is not None and f1 < 0.5,
-        "abstained": headline is None,
+        **headline_figures(headline, golds),
         "page_cited": _on_page(cited, item["page"]),
         "baseline_page": _on_page(top, item["page"]),
         "in_report": contains_answer(result.get("report", ""), golds),

@@ -90,6 +90,12 @@ def headline_scores(headline: str | None, golds: list[str]) -> tuple[float, floa
     return em, f1
 
 
+def headline_figures(headline: str | None, golds: list[str]) -> dict[str, Any]:
+    """Exact match, F1, wrong (answered with F1 < 0.5) and abstained for one headline."""
+    em, f1 = headline_scores(headline, golds)
+    return {"em": em, "f1": f1, "abstained": headline is None, "wrong": headline is not None and f1 < 0.5}
+
+
 def answers_of(item: dict) -> list[str]:
     """The gold answer and its aliases."""
     return [item["answer"], *item.get("answer_aliases", [])]
@@ -194,7 +200,6 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
     in_answer = [int(n) for n in re.findall(r"\[(\d+)\](?!\()", answer_section)]
     on_gold = sum(1 for n in in_answer if titles.get(urls.get(n, "")) in gold)
     golds = answers_of(item)
-    em, f1 = headline_scores(result.short_answer, golds)
     found = state.short_answer or {}
     guess = found.get("unconfirmed")
     # Without the extractive confidence rule the unconfirmed candidate would have been the headline.
@@ -210,10 +215,7 @@ def score_run(item: dict, result: Any, state: Any, titles: dict[str, str]) -> di
         "method": found.get("method"),
         "confidence": found.get("confidence"),
         "type": item.get("type"),
-        "em": em,
-        "f1": f1,
-        "abstained": result.short_answer is None,
-        "wrong": result.short_answer is not None and f1 < 0.5,
+        **headline_figures(result.short_answer, golds),
         "em_no_rule": em_all,
         "f1_no_rule": f1_all,
         "wrong_no_rule": bool(result.short_answer or guess) and f1_all < 0.5,
