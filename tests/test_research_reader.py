@@ -23,6 +23,7 @@ from deepresearch.research.reader import (
     normalize_answer,
     reader_evidence,
     states,
+    the_identifier,
 )
 from deepresearch.research.report import ABSTAIN_NOTE
 from deepresearch.research.runs import RunStore
@@ -318,12 +319,41 @@ def test_a_span_must_have_the_shape_the_question_asks_for():
     assert counts_fit("35%", "What share of the source code is comments?")
 
 
+FROB_LOG = (
+    "frob-log(1). frob log lists the commits of a branch. With --first-parent, frob log follows only the first "
+    "parent of a merge. The frob.logLimit variable sets how many commits it lists by default."
+)
+
+
+def test_a_question_that_asks_for_an_option_or_a_variable_is_answered_by_its_name():
+    assert asked_shape("Which frob log option follows only the first-parent chain?") == "identifier"
+    assert asked_shape("When listing commits, which config variable sets the default count?") == "identifier"
+    assert asked_shape("What AllowOverride setting is required for ErrorDocument?") == "identifier"
+    # The noun of a clause is not what is asked, nor is a noun outside a which/what phrase.
+    assert asked_shape("What does frob print by default for an undefined variable?") == ""
+    assert asked_shape("Which module implements the Digest method?") == ""
+    question = "Which frob log option follows only the first-parent chain?"
+    assert the_identifier("frob log --first-parent", question) == "--first-parent"  # the command is the question's
+    assert the_identifier("the --first-parent option", question) == "--first-parent"
+    assert the_identifier("frob-log(1)", question) == ""  # a manual page
+    assert the_identifier("frob-log", question) == ""  # the command the question names
+    assert the_identifier("Follows only the first parent", question) == ""  # a clause
+    assert the_identifier("-1", question) == ""
+    assert the_identifier("frob.logLimit", "Which variable sets how many commits frob log lists?") == "frob.logLimit"
+    assert the_identifier("--all", "Which option works like --all?") == ""  # the question writes it
+    state, evidence = _one_passage(question, "frob-log(1)", FROB_LOG)
+    kept = check_reading({"answer": "frob log --first-parent", "sources": ["S1"]}, state, evidence)
+    assert kept is not None and kept["text"] == "--first-parent"
+    assert check_reading({"answer": "frob-log(1)", "sources": ["S1"]}, state, evidence) is None
+    assert check_reading({"answer": "--all-parents", "sources": ["S1"]}, state, evidence) is None  # not stated
+
+
 def test_a_wh_phrase_after_the_head_still_says_a_date_or_a_number_is_asked():
     assert asked_shape("The league includes a team that was formed in what year?") == "date"
     assert asked_shape("King Albert lived during a war that Italy entered when?") == "date"
     assert asked_shape("The club is based in a suburb of a city with a population of what in 2010?") == "number"
     # A question that opens with "which" asks for what its noun names, whatever its clause counts.
-    assert asked_shape("Which sqldiff option shows how many rows changed in each table?") == ""
+    assert asked_shape("Which sqldiff option shows how many rows changed in each table?") == "identifier"
     assert asked_shape("The film stars an actress who has won how many Emmy Awards?") == "number"
     # A "when" or "who" inside a clause still asks nothing.
     assert asked_shape("Which singer who was famous when she was young recorded it?") == ""

@@ -5,8 +5,8 @@ The reader sees the best passages of the run's pool (their best sentences, withi
 budget, under short ids S1…S8) and returns `{"answer", "sources"}` through a JSON schema.
 Kept: a span the cited passages state (after SQuAD-style normalization; a span another
 retrieved passage states is cited from that one; a name read shorter than the evidence writes
-it, as the evidence writes it) with the shape the question asks for, yes/no for a yes/no
-question. Anything else is rejected, and so is a span made only of the question's own words.
+it, as the evidence writes it) with the shape the question asks for (a name, not the command's page, when it
+asks for an option or a variable), yes/no for a yes/no question. Anything else is rejected, and so is a span made only of the question's own words.
 Yes/no and either-or questions are compared first; an either-or question the comparison does
 not decide is not read (READ_OPTIONS). With `research.read_parts`, a question whose wording names a hop ("the
 country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py), and with
@@ -140,6 +140,10 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         if option is None:
             return None
         text = option
+    elif SHAPE_CHECK and asked_shape(state.topic) == "identifier":
+        text = the_identifier(text, state.topic)
+        if not text:
+            return None
     elif written_by_question(text, state.topic):
         return None  # the question's own words are never its answer
     elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
@@ -235,13 +239,16 @@ _TAIL_SHAPES = (
 
 
 def asked_shape(question: str) -> str:
-    """The answer's shape the question asks for (date, number, person, place): from the words that
-    open the sentence that asks (`answer.asking_sentence`; a "who" or "when" inside a clause, "the player who …",
-    asks nothing), else from a wh-phrase asking for a date or a number anywhere ("… formed in what year?") — not in a
-    question that opens with "what" or "which": it asks for what its own noun names ("Which sqldiff option shows how
-    many rows changed?" asks for an option)."""
+    """The answer's shape the question asks for (date, number, person, place, identifier): an identifier when a
+    which/what phrase names one (`asks_identifier`; "When listing tags, which config variable …" asks no date), else
+    from the words that open the sentence that asks (`answer.asking_sentence`; a "who" or "when" inside a clause,
+    "the player who …", asks nothing), else from a wh-phrase asking for a date or a number anywhere ("… formed in
+    what year?") — not in a question that opens with "what" or "which": it asks for what its own noun names ("Which
+    sqldiff option shows how many rows changed?" asks for an option)."""
     low = " ".join(question.strip().lower().split())
     head = " ".join(answers.asking_sentence(question).lower().split()[:4])
+    if asks_identifier(question):
+        return "identifier"
     found = next((shape for pattern, shape in _HEAD_SHAPES if pattern.search(head)), "")
     if found or re.match(r"(?:what|which)\b", head):
         return found
@@ -261,6 +268,57 @@ def fits_question(text: str, kind: str) -> bool:
 
 
 _CLAUSE = re.compile(r"\b(?:is|are|was|were|has|have|had)\b")
+
+
+# What documentation asks a name for: "Which git blame option …", "Which config variable …", "…, which pragma …" —
+# a which/what phrase whose noun (within five words, no verb among them: "what does X print … variable" asks no
+# variable) is one an identifier answers.
+_IDENTIFIER_NOUNS = r"option|flag|switch|variable|setting|directive|parameter|pragma|key|argument"
+_ASKS_IDENTIFIER = re.compile(rf"(?:^|[,;:]\s+)(?:which|what)\s+((?:\S+\s+){{0,4}}?)(?:{_IDENTIFIER_NOUNS})s?\b", re.I)
+_AUXILIARIES = frozenset("is are was were does do did can could should must will would has have had be".split())
+_MANUAL_PAGE = re.compile(r"\(\d\w*\)$")  # "git-config(1)": a manual page's name, not what it documents
+_SIGIL = ("-", "<", "$")  # "--staged", "<IfVersion>", "$sm_path"
+
+
+def asks_identifier(question: str) -> bool:
+    """Whether the question asks for an option, a variable, a setting, a directive or the like by name."""
+    found = _ASKS_IDENTIFIER.search(question)
+    return found is not None and not _AUXILIARIES & set(found.group(1).lower().split())
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.split(r"[^0-9a-z]+", text.lower()) if w}
+
+
+def the_identifier(text: str, question: str) -> str:
+    """The identifier a span names for a question that asks for one (`asks_identifier`), or "" when it names none.
+    A name is one token ("blame.showRoot", "SQLITE_DETERMINISTIC", "FileInfo") or an option with its argument
+    ("-s timeout"). From a longer span the one option is taken when the rest is the question's words ("git log
+    --first-parent" for "Which git log option …"), and a span's "the … switch" is dropped. Not a name: a clause
+    ("Show the commit subjects …"), a manual page ("git-blame(1)"), a number ("-1"), or the command the question
+    names, written as one word ("git-ls-files" for "Which git ls-files option …"). An identifier is compared as
+    written: one the question spells out is its own words ("--set-upstream" for "… assume --set-upstream …"), one
+    it writes as words is not ("--first-parent" for "… the first-parent chain")."""
+    span = re.sub(rf"^the\s+|\s+(?:{_IDENTIFIER_NOUNS})$", "", text.strip(), flags=re.I)
+    tokens = span.split()
+    asked = _words(question)
+    if len(tokens) > 1 and not span.startswith(_SIGIL):
+        options = [t for t in tokens if t.startswith(_SIGIL)]
+        rest = [t for t in tokens if not t.startswith(_SIGIL)]
+        if len(options) != 1 or not all(_words(t) <= asked for t in rest):
+            return ""
+        span, tokens = options[0], [options[0]]
+    if re.search(rf"(?<![\w-]){re.escape(span)}(?![\w-])", question, re.I):
+        return ""  # the question writes it
+    if not re.search(r"[A-Za-z]", span):
+        return ""
+    if span.startswith(_SIGIL):
+        return span if len(tokens) <= 3 else ""
+    if len(tokens) > 1 or _MANUAL_PAGE.search(span):
+        return ""
+    if not re.search(r"[._=/]", span) and _words(span) <= asked:
+        return ""
+    return span
 
 
 _BARE_NUMBER = re.compile(r"^[\d.,\s%$€£]+$")
