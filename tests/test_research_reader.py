@@ -341,6 +341,7 @@ def test_a_question_that_asks_for_an_option_or_a_variable_is_answered_by_its_nam
     assert the_identifier("-1", question) == ""
     assert the_identifier("frob.logLimit", "Which variable sets how many commits frob log lists?") == "frob.logLimit"
     assert the_identifier("--all", "Which option works like --all?") == ""  # the question writes it
+    assert the_identifier("REINDEX", "Which reindexdb options cannot be used when reindexing?") == ""  # its words
     state, evidence = _one_passage(question, "frob-log(1)", FROB_LOG)
     kept = check_reading({"answer": "frob log --first-parent", "sources": ["S1"]}, state, evidence)
     assert kept is not None and kept["text"] == "--first-parent"

@@ -6,7 +6,8 @@ budget, under short ids S1…S8) and returns `{"answer", "sources"}` through a J
 Kept: a span the cited passages state (after SQuAD-style normalization; a span another
 retrieved passage states is cited from that one; a name read shorter than the evidence writes
 it, as the evidence writes it) with the shape the question asks for (a name, not the command's page, when it
-asks for an option or a variable), yes/no for a yes/no question. Anything else is rejected, and so is a span made only of the question's own words.
+asks for an option or a variable), yes/no for a yes/no question. Anything else is rejected, and so is a span made
+only of the question's own words.
 Yes/no and either-or questions are compared first; an either-or question the comparison does
 not decide is not read (READ_OPTIONS). With `research.read_parts`, a question whose wording names a hop ("the
 country where X is located") is read one hop at a time first (`read_in_parts`, research/parts.py), and with
@@ -296,9 +297,10 @@ def the_identifier(text: str, question: str) -> str:
     ("-s timeout"). From a longer span the one option is taken when the rest is the question's words ("git log
     --first-parent" for "Which git log option …"), and a span's "the … switch" is dropped. Not a name: a clause
     ("Show the commit subjects …"), a manual page ("git-blame(1)"), a number ("-1"), or the command the question
-    names, written as one word ("git-ls-files" for "Which git ls-files option …"). An identifier is compared as
+    names, written as one word ("git-ls-files" for "Which git ls-files option …"). An option is compared as
     written: one the question spells out is its own words ("--set-upstream" for "… assume --set-upstream …"), one
-    it writes as words is not ("--first-parent" for "… the first-parent chain")."""
+    it writes as words is not ("--first-parent" for "… the first-parent chain"); any other name is the question's
+    own words as `written_by_question` reads them ("REINDEX" for "Which reindexdb options … reindexing?")."""
     span = re.sub(rf"^the\s+|\s+(?:{_IDENTIFIER_NOUNS})$", "", text.strip(), flags=re.I)
     tokens = span.split()
     asked = _words(question)
@@ -314,7 +316,7 @@ def the_identifier(text: str, question: str) -> str:
         return ""
     if span.startswith(_SIGIL):
         return span if len(tokens) <= 3 else ""
-    if len(tokens) > 1 or _MANUAL_PAGE.search(span):
+    if len(tokens) > 1 or _MANUAL_PAGE.search(span) or written_by_question(span, question):
         return ""
     if not re.search(r"[._=/]", span) and _words(span) <= asked:
         return ""
