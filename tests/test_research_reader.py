@@ -328,7 +328,8 @@ FROB_LOG = (
 def test_a_question_that_asks_for_an_option_or_a_variable_is_answered_by_its_name():
     assert asked_shape("Which frob log option follows only the first-parent chain?") == "identifier"
     assert asked_shape("When listing commits, which config variable sets the default count?") == "identifier"
-    assert asked_shape("What AllowOverride setting is required for ErrorDocument?") == "identifier"
+    assert asked_shape("Which AllowOverride directive is required for ErrorDocument?") == "identifier"
+    assert asked_shape("What key is the symphony in?") == "" and asked_shape("Which setting did the film use?") == ""
     # The noun of a clause is not what is asked, nor is a noun outside a which/what phrase.
     assert asked_shape("What does frob print by default for an undefined variable?") == ""
     assert asked_shape("Which module implements the Digest method?") == ""

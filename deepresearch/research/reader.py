@@ -273,8 +273,9 @@ _CLAUSE = re.compile(r"\b(?:is|are|was|were|has|have|had)\b")
 
 # What documentation asks a name for: "Which git blame option …", "Which config variable …", "…, which pragma …" —
 # a which/what phrase whose noun (within five words, no verb among them: "what does X print … variable" asks no
-# variable) is one an identifier answers.
-_IDENTIFIER_NOUNS = r"option|flag|switch|variable|setting|directive|parameter|pragma|key|argument"
+# variable) is one an identifier answers. Not "key" or "setting": "What key is the symphony in?", "Which setting …"
+# ask for words in general questions.
+_IDENTIFIER_NOUNS = r"option|flag|switch|variable|directive|parameter|pragma|argument"
 _ASKS_IDENTIFIER = re.compile(rf"(?:^|[,;:]\s+)(?:which|what)\s+((?:\S+\s+){{0,4}}?)(?:{_IDENTIFIER_NOUNS})s?\b", re.I)
 _AUXILIARIES = frozenset("is are was were does do did can could should must will would has have had be".split())
 _MANUAL_PAGE = re.compile(r"\(\d\w*\)$")  # "git-config(1)": a manual page's name, not what it documents
@@ -282,7 +283,7 @@ _SIGIL = ("-", "<", "$")  # "--staged", "<IfVersion>", "$sm_path"
 
 
 def asks_identifier(question: str) -> bool:
-    """Whether the question asks for an option, a variable, a setting, a directive or the like by name."""
+    """Whether the question asks for an option, a variable, a directive, a parameter or the like by name."""
     found = _ASKS_IDENTIFIER.search(question)
     return found is not None and not _AUXILIARIES & set(found.group(1).lower().split())
 
