@@ -128,6 +128,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     local = {pid: sid for pid, sid, _, _ in evidence}
     cited = [local[i] for i in dict.fromkeys(ids) if i in local]
     kind = answers.question_type(state.topic)
+    shape = asked_shape(state.topic)
     norm = normalize_answer(text)
     if not norm or len(text) > ANSWER_MAX_CHARS:
         return None
@@ -141,13 +142,13 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         if option is None:
             return None
         text = option
-    elif SHAPE_CHECK and asked_shape(state.topic) == "identifier":
+    elif SHAPE_CHECK and shape == "identifier":
         text = the_identifier(text, state.topic)
         if not text:
             return None
     elif written_by_question(text, state.topic):
         return None  # the question's own words are never its answer
-    elif SHAPE_CHECK and not (fits_question(text, asked_shape(state.topic)) and counts_fit(text, state.topic)):
+    elif SHAPE_CHECK and not (fits_question(text, shape) and counts_fit(text, state.topic)):
         return None
     pool = [sid for _, sid, _, _ in evidence] + [s.sid for s in state.sources]
     text, where = where_stated(state, text, cited, pool)
@@ -289,6 +290,7 @@ def asks_identifier(question: str) -> bool:
 
 
 def _words(text: str) -> set[str]:
+    """Lower-cased words split at every mark, unlike `text.words`: "git-ls-files" is git, ls, files."""
     return {w for w in re.split(r"[^0-9a-z]+", text.lower()) if w}
 
 
@@ -317,7 +319,7 @@ def the_identifier(text: str, question: str) -> str:
         return ""
     if span.startswith(_SIGIL):
         return span if len(tokens) <= 3 else ""
-    if len(tokens) > 1 or _MANUAL_PAGE.search(span) or written_by_question(span, question):
+    if _MANUAL_PAGE.search(span) or written_by_question(span, question):  # one token by now
         return ""
     if not re.search(r"[._=/]", span) and _words(span) <= asked:
         return ""
