@@ -98,6 +98,33 @@ def test_an_answer_is_written_in_the_phrases_place_and_a_question_left_asking_on
     part = parts.Part("the director of Night Harbor", PART)
     assert parts.answered(QUESTION, part, "Mara Quell") == (REST, False)
     assert parts.only_asks("Who was Mara Quell?", "Mara Quell")
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What was pilot, whose life was filmed in Night Harbor?",  # a clause that describes the answer's name
+        "Name Mara Quell, 2nd Countess Quell, who was the daughter of Ivo Quell?",  # an appositive, then a clause
+        "What is 100, the maximum depth of the stack?",  # an appositive that says what the asked value is
+        "What was Mara Quell",  # no question mark
+        "What is Columbus, Ohio?",  # "the county seat of Franklin County, Ohio": the state is the part's name's
+    ],
+)
+def test_a_question_left_asking_only_the_answer_before_a_comma_was_answered_by_its_part(question):
+    answer = next(a for a in ("pilot", "Mara Quell", "100", "Columbus") if a in question)
+    assert parts.only_asks(question, answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Where was Mara Quell born?", "Mara Quell"),  # asks more about the answer
+        ("What is the spouse of Mara Quell, the director?", "Mara Quell"),  # the answer is a step
+        ("Who was Mara Quell's father?", "Mara Quell"),
+    ],
+)
+def test_a_question_that_asks_more_than_its_answer_is_not_answered_by_its_part(question, answer):
+    assert not parts.only_asks(question, answer)
     assert not parts.only_asks(REST, "Mara Quell")
 
 

@@ -91,6 +91,9 @@ def answered(question: str, part: Part, answer: str) -> tuple[str, bool]:
 
 
 def only_asks(question: str, answer: str) -> bool:
-    """Whether the rewritten question only asks what `answer` is ("What is Guyana?"): the part was the question."""
-    asks = rf"(?:who|what|which)\s+(?:is|was|are|were)\s+{re.escape(answer)}\s*\?"
-    return re.fullmatch(asks, question.strip(), re.I) is not None
+    """Whether the rewritten question only asks what `answer` is ("What is Guyana?", "Name Mary Stanley?"): the
+    part was the question. What a comma sets off after the answer describes it, or the name the part was read for,
+    and asks nothing more: "What was aviator, whose life was featured in …?", "Name Mary Stanley, 4th Baron
+    Stafford, who was the daughter of …?", "What is 100, the maximum nesting depth of shell functions?"."""
+    asks = rf"(?:(?:who|what|which)\s+(?:is|was|are|were)|name)\s+{re.escape(answer)}\s*(?:[?.]?\s*$|,)"
+    return re.match(asks, question.strip(), re.I) is not None
