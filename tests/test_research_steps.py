@@ -87,6 +87,9 @@ def test_the_sentence_that_asks_types_the_question():
     # a title that opens with an auxiliary, asking for a year
     assert question_type("Do Re Mi, a remake of an older film, was released in which year?") == "date"
     assert question_type("Is the resort, which year-round hosts skiers, in Utah?") == "yesno"
+    # … or with "how": a book's title, not a how-question
+    assert question_type("How to Cook, a book by a chef, was released in which year?") == "date"
+    assert question_type("How was the bridge built in the year the city was founded?") == "explain"
     assert choice_options("Which band was formed first, Killing Heidi or Suede?") == ["Killing Heidi", "Suede"]
     assert question_type("Which FC Barcelona signee was a contender for Rookie of the Year?") == "entity"
 

@@ -58,9 +58,9 @@ _YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
 
 def question_type(question: str) -> str:
     """yesno | choice | number | explain | date | person | place | entity: by the first word of the sentence that asks
-    (`asking_sentence`) and the question words anywhere. An auxiliary first asks yes or no unless a "which year"
-    phrase asks for something else ("Do Re Mi, a film by …, was released in which year?": a title that opens with
-    "Do")."""
+    (`asking_sentence`) and the question words anywhere. An auxiliary first asks yes or no, and "how" or "why" first
+    asks for an explanation, unless a "which year" phrase asks for something else: a title opens the question ("Do
+    Re Mi, a film by …, was released in which year?", "How to Eat, released in which year, is a book …")."""
     q = question.strip().lower()
     asking = asking_sentence(question).lower()
     first = asking.split(" ", 1)[0] if asking else ""
@@ -70,7 +70,7 @@ def question_type(question: str) -> str:
         return "yesno"
     if re.search(r"\bhow (many|much|long|old|tall|far|large|big|high)\b|\bwhat (number|percentage|population)\b", q):
         return "number"
-    if first in ("how", "why"):
+    if first in ("how", "why") and not _WH_PHRASE.search(q):
         return "explain"  # answered by the best sentences, not by a span
     if re.search(r"\bwhen\b|\b(what|which) (year|date|decade|century|month|day)\b", q):
         return "date"
