@@ -227,10 +227,15 @@ def test_searxng_429_then_ok_backs_off(searxng_url: str) -> None:
 
 
 def test_searxng_timeout_is_a_clear_error(searxng_url: str) -> None:
+    # The call's deadline is 0.4 s (two attempts of 0.2 s): on a busy machine the first timed-out attempt can end
+    # so late that the retry would run past it, and the call gives up after one attempt. Either way the error is
+    # clear; that a failed attempt is retried is test_searxng_down_is_a_clear_error's (a refusal is quick).
     backend, sleeps = backend_for(searxng_url, timeout=0.2, max_retries=1)
-    with pytest.raises(SearchError, match=r"failed after 2 attempts: no answer within 0\.2s — check"):
+    late = r"(?:; a 0\.0s wait, past the 0\.4s deadline)?"
+    clear = rf"failed after (?:2 attempts|1 attempt): no answer within 0\.2s{late} — check"
+    with pytest.raises(SearchError, match=clear):
         backend.search("slow", 5)
-    assert sleeps == [0.01]
+    assert sleeps in ([0.01], [])
 
 
 def test_searxng_refused_and_non_json(searxng_url: str) -> None:
