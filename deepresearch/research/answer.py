@@ -66,11 +66,12 @@ def question_type(question: str) -> str:
     first = asking.split(" ", 1)[0] if asking else ""
     if choice_options(question):
         return "choice"
-    if first in _AUX and not _WH_PHRASE.search(q):
+    titled = _WH_PHRASE.search(q) is not None  # "Do Re Mi, …", "How to Eat, …": a title opens it
+    if first in _AUX and not titled:
         return "yesno"
     if re.search(r"\bhow (many|much|long|old|tall|far|large|big|high)\b|\bwhat (number|percentage|population)\b", q):
         return "number"
-    if first in ("how", "why") and not _WH_PHRASE.search(q):
+    if first in ("how", "why") and not titled:
         return "explain"  # answered by the best sentences, not by a span
     if re.search(r"\bwhen\b|\b(what|which) (year|date|decade|century|month|day)\b", q):
         return "date"

@@ -128,7 +128,6 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
     local = {pid: sid for pid, sid, _, _ in evidence}
     cited = [local[i] for i in dict.fromkeys(ids) if i in local]
     kind = answers.question_type(state.topic)
-    shape = asked_shape(state.topic)
     norm = normalize_answer(text)
     if not norm or len(text) > ANSWER_MAX_CHARS:
         return None
@@ -136,6 +135,7 @@ def check_reading(data: Any, state: ResearchState, evidence: list[tuple[str, str
         if kind != "yesno" or norm not in ("yes", "no"):
             return None
         return {"text": norm.capitalize(), "kind": kind, "sids": cited, "method": "reader"}
+    shape = asked_shape(state.topic)
     if kind == "choice":
         options = answers.choice_options(state.topic)
         option = next((o for o in options if normalize_answer(o) == norm or states(text, o) or states(o, text)), None)
