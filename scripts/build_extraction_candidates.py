@@ -21,7 +21,7 @@ set) and a blind9 part (session 17, second round: the same, with the rustc book,
 Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`) and a
 blind13 part (session 21: the same, with the libffi manual, `--libffi`) and a blind14 part (session 23: the same, with
 the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same, with the Ninja build system's manual,
-`--ninja`):
+`--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -96,17 +96,19 @@ HOTPOT_QUESTIONS = {
     "blind14": (78, 79, 86, 87, 88, 89, 99),
     # blind15: seven of the first twenty questions, which no split had used (20–99 are all taken)
     "blind15": range(0, 7),
+    # blind16: the first twenty questions' seven after blind15's, which no split had used
+    "blind16": range(7, 14),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
-    "blind14": range(42, 46), "blind15": range(46, 50),
+    "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -135,6 +137,8 @@ SCIFACT_START = {
     "blind14": 0.03125,
     # blind15: half-way between blind13's start (1/16) and dev2's (1/8)
     "blind15": 0.09375,
+    # blind16: half-way between dev2's start (1/8) and blind12's (3/16)
+    "blind16": 0.15625,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -300,9 +304,32 @@ LIBXSLT_PAGES = {
 # NINJA_CHUNKS-1, n = its chunk count: 50 for ninja-build 1.11.1, so chunks 0, 4, 8, 11, 15, 19, 23, 26, 30, 34, 38,
 # 41, 45, 49), fixed here before any extraction output on it was seen; no chunk is skipped for what it holds.
 NINJA_PAGES = {"blind15": ["manual.html"]}
+# session 36's blind16 takes its documentation from a twelfth set: Python 3.11's documentation (Sphinx HTML, Debian's
+# python3.11-doc in /usr/share/doc/python3.11/html, `--python-doc`), one chunk a third of the way into each of 14
+# pages of its tutorial, HOWTOs, library and language references and FAQ, chosen before any extraction ran on them.
+PYTHON_PAGES = {
+    "blind16": [
+        "tutorial/classes.html",
+        "tutorial/errors.html",
+        "tutorial/modules.html",
+        "howto/logging.html",
+        "howto/sorting.html",
+        "howto/unicode.html",
+        "howto/regex.html",
+        "library/sqlite3.html",
+        "library/asyncio-task.html",
+        "library/functools.html",
+        "library/subprocess.html",
+        "library/gc.html",
+        "reference/datamodel.html",
+        "faq/design.html",
+    ]
+}
 NINJA_CHUNKS = 14
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
-LATER_SPLITS = ("blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15")
+LATER_SPLITS = (
+    "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16"
+)  # fmt: skip
 
 
 def _scifact(path: Path) -> list[dict[str, Any]]:
@@ -386,6 +413,7 @@ ONE_CHUNK_SETS = {
     "valgrind": (VALGRIND_PAGES, "valgrind", "vg", "folder of the Valgrind manual's HTML pages (blind12's docs)"),
     "libffi": (LIBFFI_PAGES, "libffi", "ffi", "folder of the libffi manual's HTML pages (blind13's docs)"),
     "libxslt": (LIBXSLT_PAGES, "libxslt", "xslt", "folder of the libxslt HTML pages (blind14's docs)"),
+    "python_doc": (PYTHON_PAGES, "pythondoc", "py", "folder of Python 3.11's HTML documentation (blind16's docs)"),
 }
 
 
@@ -412,6 +440,7 @@ DOC_URLS = {
     "libffi": "file:///usr/share/doc/libffi8/html/",
     "libxslt": "file:///usr/share/doc/libxslt1-dev/html/",
     "ninja": "file:///usr/share/doc/ninja-build/",
+    "pythondoc": "file:///usr/share/doc/python3.11/html/",
 }
 
 
