@@ -50,6 +50,9 @@ LEAD = "SQLite is an embedded SQL database engine written in C. "
         "An example of that is UnsafeCell, which can be transmuted into the type it wraps.",
         "Only generic types need to worry about this.",
         "All the foreign key examples presented so far have been of immediate foreign key constraints.",
+        # the page's worked example (session 36)
+        'In the preceding example, "http" is allowed when the "import" condition is part of loading it.',
+        "As an example, let's study the split_at_mut function from the standard library.",
     ],
 )
 def test_sentences_that_point_to_something_before_are_not_stored(sentence):
@@ -64,6 +67,10 @@ def test_sentences_that_point_to_something_before_are_not_stored(sentence):
         'Query or change the setting of the "synchronous" flag.',
         "Write all page modifications currently held in memory out to the original database disk file.",
         "To estimate the lost investment of domestically educated doctors migrating from sub-Saharan Africa.",
+        # any verb before a determiner, not only the listed ones; an option's description without its name
+        "Adjust the maximum depth of the template stack before libxslt(3) concludes it is in an infinite loop.",
+        "Specifies the name of the directory in which Apache can find meta information files.",
+        "Dumps the list of all registered extensions on stdout.",
     ],
 )
 def test_steps_of_a_procedure_and_objectives_are_not_claims(sentence):
@@ -81,6 +88,14 @@ def test_steps_of_a_procedure_and_objectives_are_not_claims(sentence):
         '"Falling Away from Me" is a song by American band Korn.',
         "SIRS was associated with increased risk of organ dysfunction (relative risk [RR] 3.5) and mortality (OR 3.2).",
         "SQL functions like upper() and lower() only work on ASCII characters.",
+        # a word before a determiner that is not a verb: a preposition, a gerund subject, a name and its epithet
+        "During the war the cathedral was bombed twice.",
+        "Unlike the rollback journal, WAL lets readers continue while a writer appends.",
+        "Passing the struct through FFI where the inner field type is expected is guaranteed to work.",
+        "Alexander the Great conquered the Persian Empire by 330 BC.",
+        "Drugs that induce indifference may help reduce the distress of acute psychotic symptoms.",
+        'Modules which are not included with the base Apache distribution may use the "External" status.',
+        "Xcode no longer distributes the PackageMaker tools.",
     ],
 )
 def test_claims_that_look_like_instructions_or_code_are_kept(sentence):

@@ -81,7 +81,7 @@ import re
 from dataclasses import dataclass
 
 from deepresearch.grounding import block_sentences, looks_like_claim
-from deepresearch.text import SENTENCE_OPENER, has_cjk, normalize_space
+from deepresearch.text import SENTENCE_OPENER, STOPWORDS, has_cjk, normalize_space
 
 # --- whole sentences ----------------------------------------------------------------------
 
@@ -228,6 +228,26 @@ _OBJECT_START = (
     r"(?:a|an|the|all|any|each|every|this|that|these|those|it|them|your|its|their|some|one|two|three|"
     r"on|to|up|out|off|for|until|from|into|with|back|down)\b"
 )
+# Words that may open a sentence before a determiner without being its verb: function words, prepositions,
+# conjunctions and adverbs ("During the war …", "Unlike the other …", "Once the lock is held …").
+_OPENS_NOT_ON_A_VERB = STOPWORDS | frozenset(
+    """during since because although though unlike like despite before after within through throughout between among
+    amongst around across against along alongside behind beyond beneath beside besides below above inside outside near
+    toward towards upon via per plus minus versus amid amidst onto off out up down unless until while whether whereas
+    once whenever wherever whatever whoever however yet nor now still today thus hence therefore moreover furthermore
+    meanwhile instead otherwise again even ever never already soon later earlier first second third last next every
+    either neither another several half none twice often sometimes always together almost quite rather given except
+    yesterday nowadays overall elsewhere afterwards afterward thereafter nevertheless nonetheless beforehand whilst
+    altogether
+    """.split()
+)
+_VERB_OPENING = re.compile(
+    rf"^(?!(?i:{'|'.join(sorted(_OPENS_NOT_ON_A_VERB))})\b)[A-Z][a-z]+(?<!ing)(?<!ly)\s+"
+    # not "which" nor "that", relative after a noun ("Modules which are not included …"), nor "no" ("Xcode no longer
+    # …"), nor a number ("Disc one contains …", "Twenty three of 38 …"); not "Alexander the Great"
+    r"(?:the|a|an|whether|what|how|all|any|each|every|its|their|your|his|her|some|this|these|those|"
+    r"whichever|whatever|several|many|multiple)\b(?!\s+[A-Z])"
+)
 _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
     (
         "a pointer to other text",
@@ -288,6 +308,12 @@ _NOT_A_CLAIM: list[tuple[str, re.Pattern[str]]] = [
             r"(?!\s+(?:[A-Z]|(?:is|was|are|were)\s+(?:an?|the)\b))"
         ),
     ),
+    # A sentence that opens on a verb: an instruction ("Adjust the maximum depth …", "Trace execution of …") or a
+    # description whose subject, an option or a function, is the page's heading ("Specifies the name of the directory
+    # in which Apache can find meta information files."). A subject is never followed by a determiner, so a first
+    # word that is none of the words above, nor a gerund ("Passing the struct …" is a subject) nor an adverb, is a
+    # verb when one follows it.
+    ("an instruction, or a description of something the page names elsewhere", _VERB_OPENING),
     # "Let X be the expression in the WHERE clause …": a variable defined for an argument, not a claim
     ("a definition for an argument, not a claim", re.compile(r"^Let\s+\S+\s+(?:and\s+\S+\s+)?be\b")),
     # "As a REAL value that is the fractional Julian day number.": a list item, not a sentence
@@ -511,6 +537,10 @@ _REFERS_BACK_INSIDE = re.compile(
     # "We call this …", "the examples presented so far"
     r"\bcall (?:this|that|these|those|it|them)\b|"
     r"\b(?:presented|shown|described|discussed|seen|given|mentioned|listed) (?:so far|earlier|previously)\b|"
+    # a worked example of the page: "In the preceding example, …", "As an example, let's study …"
+    r"\b(?:in|from|of|as in|like) (?:the|this|that|these) (?:(?:first|second|third|last|final|preceding|previous|"
+    r"earlier|following|next|above|below|same|former|latter|other) )?(?:examples?|listings?|snippets?)\b|"
+    r"^as an example\b|\bthe (?:example|code|listing|snippet)s? (?:above|below)\b|"
     # a pronoun as the subject of a leading subordinate clause: "Whether it is associated with …"
     r"^(?:whether|if|when|whenever|because|although|though|while|since|once|unless|until|after|before)\s+"
     r"(?:it|its|they|their|he|his|she|her|them)\b|"
