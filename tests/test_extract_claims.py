@@ -504,3 +504,79 @@ def test_a_leading_name_is_made_of_whole_words():
     assert leading_subject("His older brother was a pilot.") is None
     heading = "ENVIRONMENT AND CONFIGURATION VARIABLES --------------------------------------- The editor used to edit"
     assert leading_subject(heading) is None
+
+
+# --- session 36: rules from blind16's read (Python 3.11's documentation, SciFact, HotpotQA, MuSiQue) ---------------
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # a gerund's phrase without a verb: a list item
+        "Running the interpreter with -X no_debug_ranges.",
+        # an entry's description without its subject
+        "finalize(): Return the final result of the aggregate as a type natively supported by SQLite.",
+        "NotSupportedError – If used with a version of SQLite older than 3.25.0, which does not support windows.",
+    ],
+)
+def test_list_items_and_entries_without_their_subject_are_not_claims(sentence):
+    assert claim_problem(sentence) is not None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Groundbreaking occurred on September 15, 2009.",  # a gerund-like noun, then its verb
+        "Using a radioligand binding assay, we show that all GBM TICs express EGFR.",  # a main clause after the comma
+        "Passing the struct through FFI where the inner field type is expected is guaranteed to work.",
+        "During the offseason, the Magic signed free agent Juwan Howard.",
+        "sqlite3.connect() – If the database is locked, the call waits five seconds before it raises an error.",
+    ],
+)
+def test_gerund_subjects_and_entries_with_a_subject_are_claims(sentence):
+    assert claim_problem(sentence) is None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Changed in version 3.3.1: bufsize now defaults to -1 to enable buffering by default.",  # the page's entry
+        "In versions prior to Python 3.2.4 and 3.3.1 it incorrectly defaulted to 0 which was unbuffered.",
+        "From 2009 to 2012 he served as Deputy of the LXI Legislature of the Mexican Congress.",
+        # a study's sample in numbers
+        "PPM1D PTV mutations were present in 25 out of 7,781 cases versus 1 out of 5,861 controls.",
+        "Progressive amyloid deposition was observed in 9 of 11 patients studied serially.",
+    ],
+)
+def test_version_notes_fronted_pronouns_and_a_samples_counts_do_not_stand_alone(sentence):
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+def test_a_fronted_phrase_that_names_what_the_pronoun_is_keeps_the_sentence():
+    assert passage_claims(LEAD + "In order for a client application to access a database it connects to a server.")[
+        1:
+    ] == ["In order for a client application to access a database it connects to a server."]
+    assert passage_claims(LEAD + "In and of itself it is impossible to incorrectly derive Send and Sync.")[1:]
+
+
+def test_it_is_never_a_person_and_another_persons_last_name_is_not_the_subjects():
+    novel = (
+        'Grace Krilanovich (born October 5, 1979) is an American author. Her first novel, "The Orange Eats Creeps" '
+        "was published by Two Dollar Radio in September 2010. It was selected as one of Amazon's Best Books of 2010."
+    )
+    claims = passage_claims(novel, "Grace Krilanovich")
+    assert len(claims) == 2 and not any("Best Books" in c for c in claims)  # the novel was selected, not the author
+    azmi = (
+        "Shabana Azmi (born 18 September 1950) is an Indian actress. The daughter of poet Kaifi Azmi and stage actress "
+        "Shaukat Azmi, she is an alumna of the Film and Television Institute. Azmi made her film debut in 1974."
+    )
+    assert passage_claims(azmi, "Shabana Azmi") == [
+        "Shabana Azmi (born 18 September 1950) is an Indian actress.",
+        "Azmi made her film debut in 1974.",
+    ]
+    # a middle name, a title and an article before the last name are still the subject's
+    assert len(passage_claims("Sandra Miju Oh is a Canadian actress known for her role as Cristina Yang.", "Sandra Oh"))
+    cowboys = "The Dallas Cowboys are a football team. The Cowboys have won five of their Super Bowl appearances."
+    assert len(passage_claims(cowboys, "Dallas Cowboys")) == 2
+    marie = "Marie Curie (born 7 November 1867) was a physicist. She was born in Warsaw."
+    assert passage_claims(marie, "Marie Curie")[1] == "Marie Curie was born in Warsaw."

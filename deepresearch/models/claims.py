@@ -349,7 +349,39 @@ def claim_problem(sentence: str) -> str | None:
         return "a heading or a phrase, not a claim"
     if noun_phrase(s, participles=False):
         return "a noun phrase without a verb (a list item or a term's description), not a claim"
+    if gerund_phrase(s):
+        return "a gerund's phrase without a verb (a list item or a heading), not a claim"
+    entry = _ENTRY_LABEL.match(s)
+    if entry and (_VERB_OPENING.match(s[entry.end() :]) or _BARE_CONDITION.match(s[entry.end() :])):
+        return "an entry's description without its subject, not a claim"
     return None
+
+
+# "Running the interpreter with -X no_debug_ranges.", "Using the --target flag to build for a specific platform.":
+# a list item or a heading; a gerund that is the subject has a verb after it ("Passing the struct … is guaranteed
+# …", "Implementing Drop lets …"). Prepositions that end in -ing open sentences with verbs ("During the offseason, …").
+_GERUND_OPENING = re.compile(
+    r"^(?!(?:During|Following|According|Including|Excluding|Regarding|Concerning|Considering|Notwithstanding|Pending|"
+    r"Beginning|Starting|Depending)\b)[A-Z][a-z]+ing\b"
+)
+
+
+def gerund_phrase(sentence: str) -> bool:
+    """A phrase that opens on a gerund and has no finite verb: no auxiliary, irregular past, "-s" or "-ed" word,
+    and no comma ("Using a radioligand binding assay, we show that …" has its main clause after one)."""
+    if not _GERUND_OPENING.match(sentence) or "," in sentence or _FINITE.search(sentence):
+        return False
+    words = [w.strip(";:'\"“”‘’()") for w in sentence.rstrip(".!").split()[1:]]
+    verbs = [w for w in words if w.isalpha() and w.islower()]
+    past, present = [w for w in verbs if w in _IRREGULAR_PAST or w.endswith("ed")], [w for w in verbs if w[-1:] == "s"]
+    return not (_MORE_FINITE.search(sentence) or past or any(not w.endswith(("ss", "us", "is")) for w in present))
+
+
+# An entry of a reference's list, its name then its description: "finalize(): Return the final result …",
+# "NotSupportedError – If used with a version of SQLite older than 3.25.0, …". The description has no subject when
+# it opens on a verb or is a condition without a subject ("If used with …", "When called …").
+_ENTRY_LABEL = re.compile(r"^(?:[\w.]+\(\)\s*:|[\w.()]+\s+[–—]|[\w.]+\(\)\s+[–—])\s+")
+_BARE_CONDITION = re.compile(r"^(?:If|When|Unless|Once|While|Until|Whenever)\s+(?:[a-z]+ly\s+)?[a-z]+(?:ed|en)\b")
 
 
 # --- noun phrases without a verb: "An unsigned, 8-bit integer type." ------------------------
@@ -544,6 +576,17 @@ _REFERS_BACK_INSIDE = re.compile(
     # a pronoun as the subject of a leading subordinate clause: "Whether it is associated with …"
     r"^(?:whether|if|when|whenever|because|although|though|while|since|once|unless|until|after|before)\s+"
     r"(?:it|its|they|their|he|his|she|her|them)\b|"
+    # a note on the page's entry: "Changed in version 3.3.1: bufsize now defaults to -1 …", "New in version 3.11."
+    r"^(?:new|changed|deprecated|added|removed) (?:in|since) version \d|"
+    # a study's sample in numbers: "… were present in 25 out of 7,781 cases versus 1 out of 5,861 controls"
+    r"\b\d[\d,]* (?:out )?of (?:the )?[\d,]+ (?:[a-z\-]+ )?(?:cases|controls|patients|participants|subjects|"
+    r"individuals|women|men|children|families|samples|tumou?rs|mice|rats|respondents|infants|adults)\b|"
+    # a fronted phrase, then a pronoun as the subject: "In versions prior to Python 3.2.4 and 3.3.1 it incorrectly
+    # defaulted to 0 …", "From 2009 to 2012 he served as …" (not "In and of itself it is impossible to …"; not after
+    # something the phrase names: "In order for a client application to access a database it connects …")
+    r"^(?:in|on|at|for|from|with|since|before|after|until|during|prior to|under|without|unlike|despite|through|"
+    r"throughout|within|by)(?:\s+(?!(?:a|an)\b)[^\s,;]+){1,8}?\s+(?-i:it|they|he|she)\s+(?:[a-z]+ly\s+)?"
+    r"(?:(?!(?:is|was|has|does)\b)[a-z]+(?:ed|s)|(?:is|was|are|were)\s+(?:[a-z]+ly\s+)?[a-z]+ed)\b|"
     # a participle clause, then a pronoun as the main clause's subject: "After entering Sudan at the tripoint it
     # joins …" (the clause has no subject of its own, so the pronoun's is in another sentence)
     r"^(?:after|before|when|while|since|upon|on|by|through|without)\s+[a-z]+ing\b[^.;]*?[\s,]"
@@ -659,7 +702,7 @@ def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
     if not match:
         return None
     before = sentence[: match.start()]
-    if subject and (subject in before or subject.split()[-1] in before.split()):
+    if subject and _names_subject(before, subject):
         return None
     if _CLAUSE_ANTECEDENT.match(sentence) and match.start() >= sentence.index(","):
         return None
@@ -669,6 +712,24 @@ def inner_pronoun_problem(sentence: str, subject: str | None) -> str | None:
     if not subject and _NAME_RUN.search(before) and "it" not in match.group(0).lower().split():
         return None
     return "a pronoun with nothing in the sentence to point to"
+
+
+def _names_subject(before: str, subject: str) -> bool:
+    """`before` names the subject in full or by its last name alone, not as another person's last name ("The
+    daughter of poet Kaifi Azmi and stage actress Shaukat Azmi, she …" is not about Kaifi Azmi but Shabana Azmi)."""
+    if subject in before:
+        return True
+    words, own = before.split(), subject.split()
+    for index, word in enumerate(words):
+        if word != own[-1]:
+            continue
+        # the run of capitalized words the last name ends ("Sandra Miju Oh" names "Sandra Oh"), up to a comma
+        start = index
+        while start and words[start - 1][:1].isupper() and words[start - 1][-1].isalnum():
+            start -= 1
+        if start in (0, index) or set(words[start:index]) & set(own):  # or it opens the sentence: "The Cowboys"
+            return True
+    return False
 
 
 _VERB_NEXT = re.compile(
@@ -844,17 +905,26 @@ class Candidate:
     problem: str | None
 
 
-def _resolve(sentence: str, subject: str | None, previous_about_subject: bool, plural: bool) -> str | None:
-    """`sentence` with its leading pronoun replaced by the subject, or None when not certain
-    (no subject, the previous sentence is about something else, or the number disagrees)."""
+def _resolve(
+    sentence: str, subject: str | None, previous_about_subject: bool, plural: bool, person: bool = False
+) -> str | None:
+    """`sentence` with its leading pronoun replaced by the subject, or None when not certain (no subject, the
+    previous sentence is about something else, the number disagrees, or "it" when the subject is a person: "Her
+    first novel … was published … It was selected as one of …" is about the novel)."""
     match = _PRONOUN.match(sentence)
     if not match or _EXPLETIVE_IT.match(sentence):
         return sentence
     word = match.group(1).lower()
     if subject is None or not previous_about_subject or (word in ("they", "their")) != plural:
         return None
+    if person and word in ("it", "its"):
+        return None
     replacement = f"{subject}'s" if word in _POSSESSIVE else subject
     return replacement + " " + sentence[match.end() :]
+
+
+# A person's first sentence: "Grace Krilanovich (born October 5, 1979) is an American author."
+_PERSON = re.compile(r"\((?:born|b\.|née|né)\s|\(\d{3,4}\s*[–-]\s*\d{3,4}\)")
 
 
 def _opens_with(sentence: str, subject: str | None) -> bool:
@@ -873,6 +943,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
     sentences = join_initials([_MARKUP.sub("", normalize_space(s)).strip("*_") for s in block_sentences(text)])
     subject = passage_subject([_SECTION.sub("", s, count=1) for s in sentences[:1]], title)
     plural = bool(sentences) and bool(re.search(r"^[^()]*?\b(?:are|were|have)\b", sentences[0]))
+    person = bool(sentences) and bool(_PERSON.search(sentences[0]))  # the subject is a person: "it" is not them
     out: list[Candidate] = []
     about_subject = False  # the previous sentence is about the passage's subject
     doubtful_start = window_start_doubtful(sentences, title)
@@ -885,7 +956,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
         if problem is None and doubtful_start and not out:
             problem = "cut: the passage is a window of words and this probably starts mid-sentence"
         problem = problem or claim_problem(stripped)
-        resolved = _resolve(stripped, subject, about_subject, plural) if problem is None else stripped
+        resolved = _resolve(stripped, subject, about_subject, plural, person) if problem is None else stripped
         if problem is None and resolved is None:
             problem = "a pronoun whose subject is not certain"
         if problem is None and in_methods:
@@ -896,6 +967,7 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
             problem = "a name the passage gave in full before (who is it?)"
         out.append(Candidate(sentence, text_out, problem))
         about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
+        person = person or (about_subject and bool(re.match(r"^(?:he|she|his|her)\b", sentence, re.IGNORECASE)))
     return out
 
 
