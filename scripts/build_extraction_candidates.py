@@ -21,7 +21,8 @@ set) and a blind9 part (session 17, second round: the same, with the rustc book,
 Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Valgrind user manual, `--valgrind`) and a
 blind13 part (session 21: the same, with the libffi manual, `--libffi`) and a blind14 part (session 23: the same, with
 the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same, with the Ninja build system's manual,
-`--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`):
+`--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`) and a blind17
+part (session 36, second round: the same, with the Debian Reference, `--debian-reference`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -98,17 +99,19 @@ HOTPOT_QUESTIONS = {
     "blind15": range(0, 7),
     # blind16: the first twenty questions' seven after blind15's, which no split had used
     "blind16": range(7, 14),
+    # blind17: the last six of the first twenty questions, which no split had used (0–99 are all taken now)
+    "blind17": range(14, 20),
 }
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
-    "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54),
+    "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54), "blind17": range(54, 58),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -139,6 +142,8 @@ SCIFACT_START = {
     "blind15": 0.09375,
     # blind16: half-way between dev2's start (1/8) and blind12's (3/16)
     "blind16": 0.15625,
+    # blind17: half-way between blind12's start (3/16) and blind2's (1/4)
+    "blind17": 0.21875,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -325,10 +330,17 @@ PYTHON_PAGES = {
         "faq/design.html",
     ]
 }
+# session 36's second round, blind17, takes its documentation from a thirteenth set: the Debian Reference (an
+# operating system's user and administrator guide, DocBook HTML: Debian's debian-reference-en 2.100 in
+# /usr/share/debian-reference, `--debian-reference`), one chunk a third of the way into each of its 14 pages.
+DEBIAN_REFERENCE_PAGES = {
+    "blind17": ["pr01.en.html", *(f"ch{i:02d}.en.html" for i in range(1, 13)), "apa.en.html"],
+}
 NINJA_CHUNKS = 14
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
-    "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16"
+    "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
+    "blind17",
 )  # fmt: skip
 
 
@@ -414,6 +426,12 @@ ONE_CHUNK_SETS = {
     "libffi": (LIBFFI_PAGES, "libffi", "ffi", "folder of the libffi manual's HTML pages (blind13's docs)"),
     "libxslt": (LIBXSLT_PAGES, "libxslt", "xslt", "folder of the libxslt HTML pages (blind14's docs)"),
     "python_doc": (PYTHON_PAGES, "pythondoc", "py", "folder of Python 3.11's HTML documentation (blind16's docs)"),
+    "debian_reference": (
+        DEBIAN_REFERENCE_PAGES,
+        "debianref",
+        "debref",
+        "folder of the Debian Reference's HTML pages (blind17's docs)",
+    ),
 }
 
 
@@ -441,6 +459,7 @@ DOC_URLS = {
     "libxslt": "file:///usr/share/doc/libxslt1-dev/html/",
     "ninja": "file:///usr/share/doc/ninja-build/",
     "pythondoc": "file:///usr/share/doc/python3.11/html/",
+    "debianref": "file:///usr/share/debian-reference/",
 }
 
 
