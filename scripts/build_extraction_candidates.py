@@ -22,7 +22,9 @@ Rustonomicon, `--nomicon`) and a blind12 part (session 20: the same, with the Va
 blind13 part (session 21: the same, with the libffi manual, `--libffi`) and a blind14 part (session 23: the same, with
 the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same, with the Ninja build system's manual,
 `--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`) and a blind17
-part (session 36, second round: the same, with the Debian Reference, `--debian-reference`):
+part (session 36, second round: the same, with the Debian Reference, `--debian-reference`) and a blind18 part (its
+third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken, and chunks of Bash's manual page,
+`--bash-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -105,13 +107,14 @@ HOTPOT_QUESTIONS = {
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
     "blind5": range(10, 14), "blind6": range(14, 18), "blind8": range(18, 22), "blind9": range(22, 26),
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
     "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54), "blind17": range(54, 58),
+    "blind18": range(58, 66),  # eight: no HotpotQA paragraphs in blind18
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -144,6 +147,8 @@ SCIFACT_START = {
     "blind16": 0.15625,
     # blind17: half-way between blind12's start (3/16) and blind2's (1/4)
     "blind17": 0.21875,
+    # blind18: half-way between blind2's start (1/4) and blind11's (5/16)
+    "blind18": 0.28125,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -337,10 +342,14 @@ DEBIAN_REFERENCE_PAGES = {
     "blind17": ["pr01.en.html", *(f"ch{i:02d}.en.html" for i in range(1, 13)), "apa.en.html"],
 }
 NINJA_CHUNKS = 14
+# session 36's third round, blind18, takes its documentation from a fourteenth set: Bash's manual page (GNU Bash 5.2's
+# bash.html, one long page: Debian's bash-doc 5.2.15-2, `--bash-doc`), NINJA_CHUNKS chunks spread evenly through it as
+# for the Ninja manual (344 chunks: 0, 26, 53, …, 343), fixed before any extraction output on it was seen.
+BASH_PAGES = {"blind18": ["bash.html"]}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17",
+    "blind17", "blind18",
 )  # fmt: skip
 
 
@@ -460,6 +469,7 @@ DOC_URLS = {
     "ninja": "file:///usr/share/doc/ninja-build/",
     "pythondoc": "file:///usr/share/doc/python3.11/html/",
     "debianref": "file:///usr/share/debian-reference/",
+    "bash": "file:///usr/share/doc/bash/",
 }
 
 
@@ -556,6 +566,7 @@ def main() -> None:
     for dest, (*_, help_text) in ONE_CHUNK_SETS.items():
         parser.add_argument(f"--{dest.replace('_', '-')}", type=Path, help=help_text)
     parser.add_argument("--ninja", type=Path, help="the Ninja manual's manual.html or its folder (blind15's docs)")
+    parser.add_argument("--bash-doc", type=Path, help="the folder of Bash's bash.html (blind18's docs)")
     parser.add_argument("--main-commit", default="", help="main's commit for `--extractors main` (eval's MAIN_COMMIT)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
@@ -568,6 +579,8 @@ def main() -> None:
         if args.ninja:  # one page: chunks spread through it, not one a third in
             folder = args.ninja.parent if args.ninja.is_file() else args.ninja
             sources += _doc_chunks(folder, NINJA_PAGES, "ninja", "ninja", _spread_evenly)
+        if args.bash_doc:  # one page too
+            sources += _doc_chunks(args.bash_doc, BASH_PAGES, "bash", "bash", _spread_evenly)
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)

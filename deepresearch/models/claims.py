@@ -67,6 +67,12 @@ one sentence fails. The rules, each with the case it handles:
 - session 22, from blind13's failures (the libffi manual): a noun phrase without a verb ("An unsigned,
   8-bit integer type.") is not a claim; after a term alone on its line ("ffi_type_uint8 ¶", a definition
   list's term) it is that term's description and becomes "ffi_type_uint8 is an unsigned, 8-bit integer type.".
+- session 36, from the documentation misses and blind16's failures (Python's pages): any verb before a determiner
+  opens an instruction or a subject-less description ("Adjust the maximum depth …", "Specifies the name of …"), a
+  gerund's phrase without a verb and an entry's subject-less description ("finalize(): Return …") are not claims;
+  the page's worked example, a version note ("Changed in version 3.3.1: …"), a pronoun after a fronted phrase ("In
+  versions prior to 3.2.4 it …") and a sample's counts ("in 9 of 11 patients") do not stand alone; "it" is never a
+  person, and another person's last name ("poet Kaifi Azmi") is not the subject's antecedent.
 
 These rules are the first filter, not the last: with an embedding categorizer, extraction
 (models/extract.py) passes the sentences they keep through a learned stands-alone check
