@@ -580,3 +580,21 @@ def test_it_is_never_a_person_and_another_persons_last_name_is_not_the_subjects(
     assert len(passage_claims(cowboys, "Dallas Cowboys")) == 2
     marie = "Marie Curie (born 7 November 1867) was a physicist. She was born in Warsaw."
     assert passage_claims(marie, "Marie Curie")[1] == "Marie Curie was born in Warsaw."
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Mikael Strandberg started his professional career as an explorer 28 years ago.",
+        "Sharad Pawar has been a towering personality in Indian politics for over forty years.",
+        "Female predominance has increased over the last decades.",
+    ],
+)
+def test_a_time_counted_from_when_the_source_was_written_does_not_stand_alone(sentence):
+    # blind17's failures (session 36): true the day it was written, stale in a knowledge base that keeps it for years
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+def test_a_duration_anchored_to_a_named_time_stands_alone():
+    later = "Python 3 was released in 2008, ten years after Python 2.0."
+    assert passage_claims(LEAD + later) == [LEAD.strip(), later]

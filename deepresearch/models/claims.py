@@ -599,6 +599,17 @@ _REFERS_BACK_INSIDE = re.compile(
     r"(?:it|he|she|they)\s+(?-i:[a-z])",
     re.IGNORECASE,
 )
+# A time counted from when the source was written: "… started his career as an explorer 28 years ago.", "… has
+# been a towering personality … for over forty years.", "last year", "over the past decade".
+_COUNT = r"(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
+_COUNT += r"several|many|a few|some)"
+_RELATIVE_TIME = re.compile(
+    rf"\b{_COUNT}(?:\s+(?:more|full))?\s+(?:years?|months?|weeks?|days?|decades?|centuries|century)\s+ago\b|"
+    rf"\b(?:has|have)\s+(?:been|[a-z]+ed)\b[^.;]*\bfor\s+(?:(?:over|more than|nearly|almost|about)\s+)?{_COUNT}\s+"
+    r"(?:years|decades)\b|\b(?:last|this|next) (?:year|month|week|decade)\b|"
+    r"\bthe (?:past|last) (?:\w+ )?(?:years|decades|months)\b",
+    re.IGNORECASE,
+)
 # An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").
 _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
@@ -862,6 +873,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "a condition on something the source named before (also …)"
     if _EMPTY_QUOTES.search(sentence):
         return "a name is missing (empty quotes)"
+    if _RELATIVE_TIME.search(sentence):
+        return "a time counted from when the source was written"
     if _METHOD.search(sentence):
         return "describes the source's own method, not a claim about the world"
     if verbless_fragment(sentence):
