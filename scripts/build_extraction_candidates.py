@@ -24,7 +24,7 @@ the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same
 `--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`) and a blind17
 part (session 36, second round: the same, with the Debian Reference, `--debian-reference`) and a blind18 part (its
 third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken, and chunks of Bash's manual page,
-`--bash-doc`):
+`--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -107,7 +107,7 @@ HOTPOT_QUESTIONS = {
 SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
-    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3,
+    "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -115,6 +115,7 @@ MUSIQUE_QUESTIONS = {
     "blind10": range(26, 30), "blind11": range(30, 34), "blind12": range(34, 38), "blind13": range(38, 42),
     "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54), "blind17": range(54, 58),
     "blind18": range(58, 66),  # eight: no HotpotQA paragraphs in blind18
+    "blind19": range(66, 74),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -149,6 +150,8 @@ SCIFACT_START = {
     "blind17": 0.21875,
     # blind18: half-way between blind2's start (1/4) and blind11's (5/16)
     "blind18": 0.28125,
+    # blind19: half-way between blind11's start (5/16) and blind3's (3/8)
+    "blind19": 0.34375,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -346,10 +349,21 @@ NINJA_CHUNKS = 14
 # bash.html, one long page: Debian's bash-doc 5.2.15-2, `--bash-doc`), NINJA_CHUNKS chunks spread evenly through it as
 # for the Ninja manual (344 chunks: 0, 26, 53, …, 343), fixed before any extraction output on it was seen.
 BASH_PAGES = {"blind18": ["bash.html"]}
+# its fourth round, blind19, takes a fifteenth set: zsh 5.9's manual (Texinfo HTML, Debian's zsh-doc in
+# /usr/share/doc/zsh-common/html, `--zsh-doc`; read by session 34's documentation questions, never by extraction's
+# rules or labels): every thirteenth of its 186 pages in name order from the first, one chunk a third into each.
+ZSH_PAGES = {
+    "blind19": [
+        "Aliasing.html", "Calendar-Function-System.html", "Completion-Functions.html", "Control-Flags.html",
+        "FAQ02.html", "Initialization.html", "Modifying-Text.html", "Parameters.html", "Shell-Builtin-Commands.html",
+        "TCP-Parameters.html", "The-zsh_002fcurses-Module.html", "The-zsh_002fparam_002fprivate-Module.html",
+        "The-zsh_002fzprof-Module.html", "Zftp-Functions.html",
+    ]
+}  # fmt: skip
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18",
+    "blind17", "blind18", "blind19",
 )  # fmt: skip
 
 
@@ -441,6 +455,7 @@ ONE_CHUNK_SETS = {
         "debref",
         "folder of the Debian Reference's HTML pages (blind17's docs)",
     ),
+    "zsh_doc": (ZSH_PAGES, "zsh", "zsh", "folder of zsh's HTML manual (blind19's docs)"),
 }
 
 
@@ -470,6 +485,7 @@ DOC_URLS = {
     "pythondoc": "file:///usr/share/doc/python3.11/html/",
     "debianref": "file:///usr/share/debian-reference/",
     "bash": "file:///usr/share/doc/bash/",
+    "zsh": "file:///usr/share/doc/zsh-common/html/",
 }
 
 
