@@ -24,7 +24,8 @@ the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same
 `--ninja`) and a blind16 part (session 36: the same, with Python 3.11's documentation, `--python-doc`) and a blind17
 part (session 36, second round: the same, with the Debian Reference, `--debian-reference`) and a blind18 part (its
 third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken, and chunks of Bash's manual page,
-`--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`):
+`--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`) and a blind20
+part (labeled at its end for the next session's read: the same kinds, with Postfix's documentation, `--postfix-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -108,6 +109,7 @@ SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
     "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
+    "blind20": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -116,6 +118,7 @@ MUSIQUE_QUESTIONS = {
     "blind14": range(42, 46), "blind15": range(46, 50), "blind16": range(50, 54), "blind17": range(54, 58),
     "blind18": range(58, 66),  # eight: no HotpotQA paragraphs in blind18
     "blind19": range(66, 74),
+    "blind20": range(74, 82),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -152,6 +155,8 @@ SCIFACT_START = {
     "blind18": 0.28125,
     # blind19: half-way between blind11's start (5/16) and blind3's (3/8)
     "blind19": 0.34375,
+    # blind20: half-way between blind3's start (3/8) and blind8's (7/16)
+    "blind20": 0.40625,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -360,10 +365,20 @@ ZSH_PAGES = {
         "The-zsh_002fzprof-Module.html", "Zftp-Functions.html",
     ]
 }  # fmt: skip
+# session 36's last split, blind20, labeled for the next session's read: Postfix 3.7's documentation (its READMEs and
+# manual pages in HTML, Debian's postfix-doc in /usr/share/doc/postfix/html, `--postfix-doc`): every tenth of its 136
+# pages in name order from the first, one chunk a third into each.
+POSTFIX_PAGES = {
+    "blind20": [
+        "ADDRESS_CLASS_README.html", "CONTENT_INSPECTION_README.html", "LDAP_README.html", "NFS_README.html",
+        "SCHEDULER_README.html", "TLS_README.html", "bounce.5.html", "generic.5.html", "master.8.html",
+        "postalias.1.html", "postlock.1.html", "qmgr.8.html", "smtp-sink.1.html", "trace.8.html",
+    ]
+}  # fmt: skip
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18", "blind19",
+    "blind17", "blind18", "blind19", "blind20",
 )  # fmt: skip
 
 
@@ -456,6 +471,7 @@ ONE_CHUNK_SETS = {
         "folder of the Debian Reference's HTML pages (blind17's docs)",
     ),
     "zsh_doc": (ZSH_PAGES, "zsh", "zsh", "folder of zsh's HTML manual (blind19's docs)"),
+    "postfix_doc": (POSTFIX_PAGES, "postfix", "postfix", "folder of Postfix's HTML documentation (blind20's docs)"),
 }
 
 
@@ -486,6 +502,7 @@ DOC_URLS = {
     "debianref": "file:///usr/share/debian-reference/",
     "bash": "file:///usr/share/doc/bash/",
     "zsh": "file:///usr/share/doc/zsh-common/html/",
+    "postfix": "file:///usr/share/doc/postfix/html/",
 }
 
 
