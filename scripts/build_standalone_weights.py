@@ -10,8 +10,8 @@ check is shown — with their source's passage and title; target: stands alone, 
 complete. The check runs after the
 rules, so it is measured on the *pool*: the candidates the rules and the fallback's name-or-number
 filter pass (`extract.fallback_facts` without its limit), matched to their labels. `--loso`
-prints, for each split, a model fitted on the other splits (never on `--exclude`: none by default since session 36;
-a split the labels do not hold yet excludes nothing) scored on that split's pool:
+prints, for each split, a model fitted on the other splits (never on `--exclude`: by default `EXCLUDED`, the blind
+splits not yet trained on; a split the labels do not hold yet excludes nothing) scored on that split's pool:
 precision (good share of what it keeps) and recall (good kept over good in the pool) at each threshold.
 `--write` fits on every split but the excluded ones and writes models/data/standalone_weights.json
 with `--threshold`, and the category classifier's examples (models/data/category_examples.json:
