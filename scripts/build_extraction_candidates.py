@@ -475,6 +475,14 @@ ONE_CHUNK_SETS = {
 }
 
 
+# The one-page manuals: NINJA_CHUNKS chunks spread through the page (`_spread_evenly`); the option names the page's
+# file or its folder. Option → (its pages, corpus, id prefix, help), added after ONE_CHUNK_SETS in this order.
+SPREAD_SETS = {
+    "ninja": (NINJA_PAGES, "ninja", "ninja", "the Ninja manual's manual.html or its folder (blind15's docs)"),
+    "bash_doc": (BASH_PAGES, "bash", "bash", "Bash's bash.html or its folder (blind18's docs)"),
+}
+
+
 def _a_third_in(split: str, page: str, chunks: list[str]) -> list[int]:
     return [len(chunks) // 3]
 
@@ -596,10 +604,8 @@ def main() -> None:
     parser.add_argument("--hotpotqa", type=Path, help="hotpotqa_train.json")
     parser.add_argument("--sqlite-doc", type=Path, help="folder of the sqlite3-doc HTML pages")
     parser.add_argument("--musique", type=Path, help="musique_train.json (blind5's and blind6's paragraphs)")
-    for dest, (*_, help_text) in ONE_CHUNK_SETS.items():
+    for dest, (*_, help_text) in {**ONE_CHUNK_SETS, **SPREAD_SETS}.items():
         parser.add_argument(f"--{dest.replace('_', '-')}", type=Path, help=help_text)
-    parser.add_argument("--ninja", type=Path, help="the Ninja manual's manual.html or its folder (blind15's docs)")
-    parser.add_argument("--bash-doc", type=Path, help="the folder of Bash's bash.html (blind18's docs)")
     parser.add_argument("--main-commit", default="", help="main's commit for `--extractors main` (eval's MAIN_COMMIT)")
     parser.add_argument("--extractors", nargs="*", default=["baseline"], choices=["baseline", "main", "new"])
     args = parser.parse_args()
@@ -609,11 +615,10 @@ def main() -> None:
         for dest, (pages, corpus, prefix, _) in ONE_CHUNK_SETS.items():
             folder = getattr(args, dest)
             sources += _doc_chunks(folder, pages, corpus, prefix, _a_third_in) if folder else []
-        if args.ninja:  # one page: chunks spread through it, not one a third in
-            folder = args.ninja.parent if args.ninja.is_file() else args.ninja
-            sources += _doc_chunks(folder, NINJA_PAGES, "ninja", "ninja", _spread_evenly)
-        if args.bash_doc:  # one page too
-            sources += _doc_chunks(args.bash_doc, BASH_PAGES, "bash", "bash", _spread_evenly)
+        for dest, (pages, corpus, prefix, _) in SPREAD_SETS.items():  # one page: chunks spread through it
+            path = getattr(args, dest)
+            folder = path.parent if path and path.is_file() else path
+            sources += _doc_chunks(folder, pages, corpus, prefix, _spread_evenly) if folder else []
         # stable: the older sources keep their order, each later split after the ones before it
         sources.sort(key=lambda s: LATER_SPLITS.index(s["split"]) + 1 if s["split"] in LATER_SPLITS else 0)
         write_jsonl(SOURCES, sources)

@@ -509,6 +509,11 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--pooled", nargs="+", choices=SPLITS, help="also a `pooled` row over these splits")
     parser.add_argument(
+        "--exclude", nargs="*", choices=SPLITS,
+        help="splits no fit trains on (default: build_standalone_weights.EXCLUDED); with none, every split trains the "
+        "others' fits (how a join of held-out splits is measured, session 36)",
+    )  # fmt: skip
+    parser.add_argument(
         "--by-kind", action="store_true",
         help="also the rows of each split's prose sources (SciFact, HotpotQA, MuSiQue) and documentation sources apart",
     )  # fmt: skip
@@ -524,6 +529,10 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=16, help="(--hotpotqa) supporting paragraphs to use")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "gemma3-270m"])
     args = parser.parse_args()
+    if args.exclude is not None:
+        import build_standalone_weights as bsw
+
+        bsw.EXCLUDED = tuple(args.exclude)
     if args.chunk_edges:
         counts = chunk_edges(args.chunk_edges, args.pages)
         print(json.dumps(counts))

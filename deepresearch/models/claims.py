@@ -358,7 +358,8 @@ def claim_problem(sentence: str) -> str | None:
     if gerund_phrase(s):
         return "a gerund's phrase without a verb (a list item or a heading), not a claim"
     entry = _ENTRY_LABEL.match(s)
-    if entry and (_VERB_OPENING.match(s[entry.end() :]) or _BARE_CONDITION.match(s[entry.end() :])):
+    description = s[entry.end() :] if entry else ""
+    if description and (_VERB_OPENING.match(description) or _BARE_CONDITION.match(description)):
         return "an entry's description without its subject, not a claim"
     return None
 
@@ -379,8 +380,8 @@ def gerund_phrase(sentence: str) -> bool:
         return False
     words = [w.strip(";:'\"“”‘’()") for w in sentence.rstrip(".!").split()[1:]]
     verbs = [w for w in words if w.isalpha() and w.islower()]
-    past, present = [w for w in verbs if w in _IRREGULAR_PAST or w.endswith("ed")], [w for w in verbs if w[-1:] == "s"]
-    return not (_MORE_FINITE.search(sentence) or past or any(not w.endswith(("ss", "us", "is")) for w in present))
+    finite = (w in _IRREGULAR_PAST or w.endswith("ed") or _present_tense(w) for w in verbs)
+    return not _MORE_FINITE.search(sentence) and not any(finite)
 
 
 # An entry of a reference's list, its name then its description: "finalize(): Return the final result …",
@@ -407,6 +408,11 @@ _CLOSED_WORDS = (
 _NOUN_AFTER_PARTICIPLE = re.compile(rf"^(?!(?:{'|'.join(_CLOSED_WORDS.split())})$)[a-z]+(?<!ing)(?<!ly)$")
 
 
+def _present_tense(word: str) -> bool:
+    """A lower-case "-s" word that may be a present tense ("flows", not "class", "status", "analysis")."""
+    return word.endswith("s") and not word.endswith(("ss", "us", "is"))
+
+
 def noun_phrase(sentence: str, participles: bool) -> bool:
     """An article, then at most 14 words and no verb: "An unsigned, 8-bit integer type.", "The C int type."
     No auxiliary, no irregular past, no "-s" word after the head noun (it could be a present tense), and an
@@ -424,7 +430,7 @@ def noun_phrase(sentence: str, participles: bool) -> bool:
         if not word.isalpha() or not word.islower():
             continue
         after = words[index + 1] if index + 1 < len(words) else ""
-        if word in _IRREGULAR_PAST or (index > 1 and word.endswith("s") and not word.endswith(("ss", "us", "is"))):
+        if word in _IRREGULAR_PAST or (index > 1 and _present_tense(word)):
             return False
         # right after the article ("An unsigned …", "The proposed …") or before a comma, "-ed" is adjectival;
         # after a term line also before "by" (a passive: "The executable address returned by …") or before a
@@ -525,6 +531,12 @@ _CLAUSE_REFERS_BACK = re.compile(
     r"\s+(this|that|these|those|such|they|it)|to [a-z]+ (?:it|them|this|these|those))\b",
     re.IGNORECASE,
 )
+# What a study's sample is made of: "the 60 patients", "in 9 of 11 patients", "25 out of 7,781 cases".
+_SAMPLE = (
+    r"(?:patients|participants|subjects|studies|trials|countries|cases|controls|individuals|women|men|children|"
+    r"families|infants|adults|mice|rats|samples|tumou?rs|sites|hospitals|centers|centres|cohorts|arms|groups|doctors|"
+    r"respondents|volunteers)"
+)
 _REFERS_BACK_INSIDE = re.compile(
     r"\b(?:(?:this|these|those|such) (?:study|studies|data|findings|results|analysis|analyses|review|trial|"
     r"trials|approach|method|methods|effect|effects|association|problem|problems|case|cases|factors|changes|"
@@ -555,9 +567,8 @@ _REFERS_BACK_INSIDE = re.compile(
     # "In the nine source countries …", "Of the 60 patients enrolled …"
     r"\b(?:the (?:[a-z\-]+ ){1,3}groups?|(?:treatment|study|control|intervention) groups|"
     r"(?:either|both|each) (?:group|arm)s?)\b|"
-    r"\bthe (?:two|three|four|five|six|seven|eight|nine|ten|\d{1,3}(?:,\d{3})*) (?:[a-z\-]+ )?(?:patients|participants|"
-    r"subjects|studies|trials|countries|cases|individuals|women|men|children|mice|rats|samples|sites|hospitals|"
-    r"centers|centres|cohorts|arms|groups|doctors|respondents|volunteers)\b|"
+    # (a number in words is lower-case: "the Five Families" of New York is a name)
+    rf"\bthe (?-i:two|three|four|five|six|seven|eight|nine|ten|\d{{1,3}}(?:,\d{{3}})*) (?:[a-z\-]+ )?{_SAMPLE}\b|"
     # a study's sample at its start: "the average baseline BMI was 23.2", "At baseline, the median … count was …"
     r"\bat baseline\b|\bbaseline (?-i:[a-z]+) (?:was|were)\b|"
     r"\bthe (?:average|mean|median) (?:baseline )?(?:[\w\-+]+ ){0,3}(?:was|were)\b|"
@@ -585,8 +596,7 @@ _REFERS_BACK_INSIDE = re.compile(
     # a note on the page's entry: "Changed in version 3.3.1: bufsize now defaults to -1 …", "New in version 3.11."
     r"^(?:new|changed|deprecated|added|removed) (?:in|since) version \d|"
     # a study's sample in numbers: "… were present in 25 out of 7,781 cases versus 1 out of 5,861 controls"
-    r"\b\d[\d,]* (?:out )?of (?:the )?[\d,]+ (?:[a-z\-]+ )?(?:cases|controls|patients|participants|subjects|"
-    r"individuals|women|men|children|families|samples|tumou?rs|mice|rats|respondents|infants|adults)\b|"
+    rf"\b\d[\d,]* (?:out )?of (?:the )?[\d,]+ (?:[a-z\-]+ )?{_SAMPLE}\b|"
     # a fronted phrase, then a pronoun as the subject: "In versions prior to Python 3.2.4 and 3.3.1 it incorrectly
     # defaulted to 0 …", "From 2009 to 2012 he served as …" (not "In and of itself it is impossible to …"; not after
     # something the phrase names: "In order for a client application to access a database it connects …")
@@ -668,6 +678,7 @@ PRONOUN_START = re.compile(
 _MARKUP = re.compile(r"^\s*(?:[#>*\-+•]+|\d+[.)])\s+")
 _PRONOUN = re.compile(r"^(he|she|it|they|his|her|its|their)\b\s*", re.IGNORECASE)
 _POSSESSIVE = {"his", "her", "its", "their"}
+_PERSONAL = {"he", "she", "his", "her"}  # a pronoun chain through these is about a person
 # "It is unclear whether …", "It is known that …": "it" points forward to its clause, not back.
 _EXPLETIVE_IT = re.compile(
     r"^It (?:is|was|has been|remains|seems|appears) (?:not |now |still |also |widely |generally )?"
@@ -925,7 +936,7 @@ class Candidate:
 
 
 def _resolve(
-    sentence: str, subject: str | None, previous_about_subject: bool, plural: bool, person: bool = False
+    sentence: str, subject: str | None, previous_about_subject: bool, plural: bool, person: bool
 ) -> str | None:
     """`sentence` with its leading pronoun replaced by the subject, or None when not certain (no subject, the
     previous sentence is about something else, the number disagrees, or "it" when the subject is a person: "Her
@@ -986,7 +997,8 @@ def passage_candidates(text: str, title: str = "") -> list[Candidate]:
             problem = "a name the passage gave in full before (who is it?)"
         out.append(Candidate(sentence, text_out, problem))
         about_subject = _opens_with(sentence, subject) or (about_subject and bool(_PRONOUN.match(sentence)))
-        person = person or (about_subject and bool(re.match(r"^(?:he|she|his|her)\b", sentence, re.IGNORECASE)))
+        pronoun = _PRONOUN.match(sentence)
+        person = person or (about_subject and pronoun is not None and pronoun.group(1).lower() in _PERSONAL)
     return out
 
 
