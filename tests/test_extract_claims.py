@@ -598,3 +598,31 @@ def test_a_time_counted_from_when_the_source_was_written_does_not_stand_alone(se
 def test_a_duration_anchored_to_a_named_time_stands_alone():
     later = "Python 3 was released in 2008, ten years after Python 2.0."
     assert passage_claims(LEAD + later) == [LEAD.strip(), later]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Only months later, France faced another anti-colonialist conflict in Algeria.",
+        "Harbi was killed in a plane crash two years later.",
+        "In the same year, the harbour handled 83 million passengers.",
+        "Shortly after, the company opened new shops in Seattle.",
+        "The album was released in Canada the following year.",
+    ],
+)
+def test_a_time_counted_from_an_event_told_before_does_not_stand_alone(sentence):
+    # blind19's "Only months later" (session 36): later than what the sentence before told, which the fact loses
+    assert passage_claims(LEAD + sentence) == [LEAD.strip()]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Ten years later, in 1498, Vasco da Gama led the first fleet around Africa to India.",
+        "Strange Mercy was released in Britain on 12 September 2011 and a day later in the United States.",
+        "The Carolingian king Louis V died in c. 987, a year later.",
+        "Nirvana played a final concert in Seattle on the same day as the election.",
+    ],
+)
+def test_a_time_after_an_event_that_a_year_anchors_stands_alone(sentence):
+    assert passage_claims(LEAD + sentence) == [LEAD.strip(), sentence]

@@ -620,6 +620,26 @@ _RELATIVE_TIME = re.compile(
     r"\bthe (?:past|last) (?:\w+ )?(?:years|decades|months)\b",
     re.IGNORECASE,
 )
+# A time counted from an event the source told before: "Only months later, France faced …", "Harbi was killed in a
+# plane crash two years later.", "The same year, …", "Subsequently, …" — unless a year in the sentence anchors it
+# ("Ten years later, in 1498, …", "Louis V (c. 966 – 21 May 987) … until his death a year later"), or it points forward
+# ("the same day as the election").
+_TIME_FROM_EVENT = re.compile(
+    rf"\b(?:(?:only|just|exactly|barely|less than|more than|about|nearly|almost)\s+)?(?:{_COUNT}\s+)?"
+    r"(?:years?|months?|weeks?|days?|decades?)\s+(?:later|earlier|afterwards?|thereafter)\b|"
+    r"\b(?:the|that) (?:following|next|same|previous|preceding) (?:year|month|season|week|decade|day)\b(?! as\b)|"
+    r"\b(?:later|earlier) (?:that|the same|in the) (?:year|month|season|decade)\b|"
+    r"^(?:(?:shortly|soon|not long) )?(?:after(?:wards?)?|thereafter|afterwards?|later|subsequently),",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})\b|\bc\.\s*[0-9]{3,4}\b|\b[0-9]{3,4}\s*(?:AD|BC|BCE|CE)\b")
+
+
+def _time_from_event(sentence: str) -> bool:
+    """A time counted from an event told before (`_TIME_FROM_EVENT`) with no year in the sentence to anchor it."""
+    return _TIME_FROM_EVENT.search(sentence) is not None and not _YEAR.search(sentence)
+
+
 # An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").
 _EMPTY_QUOTES = re.compile(r"\"\s*\"|“\s*”|‘\s*’")
 # A possessive inside the subject with nothing before it to point to: "The westernmost areas of its metro area is …"
@@ -886,6 +906,8 @@ def standalone_problem(sentence: str) -> str | None:
         return "a name is missing (empty quotes)"
     if _RELATIVE_TIME.search(sentence):
         return "a time counted from when the source was written"
+    if _time_from_event(sentence):
+        return "a time counted from an event the source told before"
     if _METHOD.search(sentence):
         return "describes the source's own method, not a claim about the world"
     if verbless_fragment(sentence):
