@@ -25,7 +25,8 @@ the libxslt documentation, `--libxslt`) and a blind15 part (session 31: the same
 part (session 36, second round: the same, with the Debian Reference, `--debian-reference`) and a blind18 part (its
 third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken, and chunks of Bash's manual page,
 `--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`) and a blind20
-part (labeled at its end for the next session's read: the same kinds, with Postfix's documentation, `--postfix-doc`):
+part (labeled at its end for the next session's read: the same kinds, with Postfix's documentation, `--postfix-doc`)
+and a blind21 part (session 37: the same kinds, with Graphviz's documentation, `--graphviz-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -109,7 +110,7 @@ SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
     "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
-    "blind20": 3,
+    "blind20": 3, "blind21": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -119,6 +120,7 @@ MUSIQUE_QUESTIONS = {
     "blind18": range(58, 66),  # eight: no HotpotQA paragraphs in blind18
     "blind19": range(66, 74),
     "blind20": range(74, 82),
+    "blind21": range(82, 90),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -157,6 +159,8 @@ SCIFACT_START = {
     "blind19": 0.34375,
     # blind20: half-way between blind3's start (3/8) and blind8's (7/16)
     "blind20": 0.40625,
+    # blind21: half-way between blind8's start (7/16) and blind6's (1/2)
+    "blind21": 0.46875,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -375,10 +379,19 @@ POSTFIX_PAGES = {
         "postalias.1.html", "postlock.1.html", "qmgr.8.html", "smtp-sink.1.html", "trace.8.html",
     ]
 }  # fmt: skip
+# session 37's blind21: Graphviz 2.42's documentation (its hand-written HTML pages, Debian's graphviz-doc in
+# /usr/share/doc/graphviz/html, `--graphviz-doc`): each of its 16 pages (not the demo), one chunk a third into each.
+GRAPHVIZ_PAGES = {
+    "blind21": [
+        "FAQ.html", "build.html", "char.html", "index.html", "internal_todo.html", "tcldot.html", "todo.html",
+        "winbuild.html", "info/arrows.html", "info/attrs.html", "info/colors.html", "info/command.html",
+        "info/index.html", "info/lang.html", "info/output.html", "info/shapes.html",
+    ]
+}  # fmt: skip
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18", "blind19", "blind20",
+    "blind17", "blind18", "blind19", "blind20", "blind21",
 )  # fmt: skip
 
 
@@ -398,9 +411,10 @@ def _scifact(path: Path) -> list[dict[str, Any]]:
 
 def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list[dict[str, Any]]:
     """The supporting paragraphs (one per title: the first, when a MuSiQue question has two under one title) of the
-    chosen questions of a HotpotQA-format file."""
+    chosen questions of a HotpotQA-format file; not a paragraph an earlier split took (blind21's MuSiQue 88 repeats
+    blind15's "Namibia")."""
     items = json.loads(path.read_text(encoding="utf-8"))
-    out = []
+    out: list[dict[str, Any]] = []
     for split, questions in questions_by_split.items():
         for q in questions:
             item = items[q]
@@ -408,6 +422,8 @@ def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list
             for title, sentences in item["context"]:
                 if title in titles:
                     titles.discard(title)
+                    if any(s["title"] == title and s["text"] == "".join(sentences) for s in out):
+                        continue
                     sid = f"{name}-{q}-{title[:30].replace(' ', '_')}"
                     out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
     return out
@@ -472,6 +488,7 @@ ONE_CHUNK_SETS = {
     ),
     "zsh_doc": (ZSH_PAGES, "zsh", "zsh", "folder of zsh's HTML manual (blind19's docs)"),
     "postfix_doc": (POSTFIX_PAGES, "postfix", "postfix", "folder of Postfix's HTML documentation (blind20's docs)"),
+    "graphviz_doc": (GRAPHVIZ_PAGES, "graphviz", "graphviz", "folder of Graphviz's HTML documentation (blind21's)"),
 }
 
 
@@ -511,6 +528,7 @@ DOC_URLS = {
     "bash": "file:///usr/share/doc/bash/",
     "zsh": "file:///usr/share/doc/zsh-common/html/",
     "postfix": "file:///usr/share/doc/postfix/html/",
+    "graphviz": "file:///usr/share/doc/graphviz/html/",
 }
 
 

@@ -67,7 +67,7 @@ from extraction_labels import DATA, FLAGS, SPLITS, kind, load_jsonl, match  # no
 # the start of session 21: blind11 in training, blind12 not; ba51cea is main at the start of session 23: blind12 in
 # training, blind13 and blind14 not; d00b811 is main at the start of session 36: blind13 … blind15 still not),
 # run from this commit's package in a subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "d00b811"
+MAIN_COMMIT = "01988ea"
 EXTRACTORS = ("baseline", "main", "new")
 
 
