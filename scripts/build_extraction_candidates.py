@@ -26,7 +26,8 @@ part (session 36, second round: the same, with the Debian Reference, `--debian-r
 third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken, and chunks of Bash's manual page,
 `--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`) and a blind20
 part (labeled at its end for the next session's read: the same kinds, with Postfix's documentation, `--postfix-doc`)
-and a blind21 part (session 37: the same kinds, with Graphviz's documentation, `--graphviz-doc`):
+and a blind21 part (session 37: the same kinds, with Graphviz's documentation, `--graphviz-doc`) and a blind22 part
+(its second round: the same kinds, with gnuplot's manual, `--gnuplot-doc`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -110,7 +111,7 @@ SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
     "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
-    "blind20": 3, "blind21": 3,
+    "blind20": 3, "blind21": 3, "blind22": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -121,6 +122,7 @@ MUSIQUE_QUESTIONS = {
     "blind19": range(66, 74),
     "blind20": range(74, 82),
     "blind21": range(82, 90),
+    "blind22": range(90, 98),
 }  # fmt: skip
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
@@ -161,6 +163,8 @@ SCIFACT_START = {
     "blind20": 0.40625,
     # blind21: half-way between blind8's start (7/16) and blind6's (1/2)
     "blind21": 0.46875,
+    # blind22: half-way between blind9's start (9/16) and blind4's (5/8)
+    "blind22": 0.59375,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -388,10 +392,22 @@ GRAPHVIZ_PAGES = {
         "info/index.html", "info/lang.html", "info/output.html", "info/shapes.html",
     ]
 }  # fmt: skip
+# its second round, blind22: gnuplot 5.4's manual (LaTeX2HTML pages, one section a page, Debian's gnuplot-doc in
+# /usr/share/doc/gnuplot/htmldocs, `--gnuplot-doc`): every twentieth of its 650 node pages in name order from the
+# first, one chunk a third into each.
+GNUPLOT_PAGES = {
+    "blind22": [
+        "node1.html", "node117.html", "node135.html", "node153.html", "node171.html", "node19.html", "node207.html",
+        "node225.html", "node243.html", "node261.html", "node28.html", "node298.html", "node315.html", "node333.html",
+        "node351.html", "node37.html", "node388.html", "node405.html", "node423.html", "node441.html", "node46.html",
+        "node478.html", "node496.html", "node513.html", "node531.html", "node55.html", "node568.html", "node586.html",
+        "node603.html", "node621.html", "node64.html", "node72.html", "node90.html",
+    ]
+}  # fmt: skip
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18", "blind19", "blind20", "blind21",
+    "blind17", "blind18", "blind19", "blind20", "blind21", "blind22",
 )  # fmt: skip
 
 
@@ -489,6 +505,7 @@ ONE_CHUNK_SETS = {
     "zsh_doc": (ZSH_PAGES, "zsh", "zsh", "folder of zsh's HTML manual (blind19's docs)"),
     "postfix_doc": (POSTFIX_PAGES, "postfix", "postfix", "folder of Postfix's HTML documentation (blind20's docs)"),
     "graphviz_doc": (GRAPHVIZ_PAGES, "graphviz", "graphviz", "folder of Graphviz's HTML documentation (blind21's)"),
+    "gnuplot_doc": (GNUPLOT_PAGES, "gnuplot", "gnuplot", "folder of gnuplot's HTML manual, htmldocs (blind22's)"),
 }
 
 
@@ -529,6 +546,7 @@ DOC_URLS = {
     "zsh": "file:///usr/share/doc/zsh-common/html/",
     "postfix": "file:///usr/share/doc/postfix/html/",
     "graphviz": "file:///usr/share/doc/graphviz/html/",
+    "gnuplot": "file:///usr/share/doc/gnuplot/htmldocs/",
 }
 
 

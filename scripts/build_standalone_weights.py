@@ -76,7 +76,8 @@ TITLE_DROPOUT = bool(int(__import__("os").environ.get("TITLE_DROPOUT", "1")))
 # blind19: labeled blind in its fourth round (zsh's manual), read once after blind17 and blind18 join (if they do).
 # blind20: labeled blind at session 36's end (Postfix's documentation), not read: the next session's fresh split.
 # blind21: labeled blind in session 37 (Graphviz's documentation), a second fresh read of that session's code.
-EXCLUDED: tuple[str, ...] = ("blind17", "blind18", "blind19", "blind20", "blind21")
+# blind22: labeled blind in its second round (gnuplot's manual), read once with that round's code.
+EXCLUDED: tuple[str, ...] = ("blind17", "blind18", "blind19", "blind20", "blind21", "blind22")
 
 
 def labeled_rows(sources: dict[str, Any], labels: list[dict[str, Any]], which: str = "labeled") -> list[dict[str, Any]]:
