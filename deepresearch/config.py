@@ -329,8 +329,8 @@ class ResearchConfig(_Section):
         " states it; check: confirm each source sentence about to be stored stands alone, its 'no' drops it). Every"
         " step has a deterministic path. [] = no model is loaded. Default [answer]: the only step that"
         " measurably pays with the default model (docs/BENCHMARKS.md, session 11). check is opt-in, for fewer,"
-        " surer facts: behind the learned check's threshold 0.7, stored facts that stand alone 0.95 → 0.96 on five"
-        " labeled splits, a sixth fewer facts, ~1 s a source (docs/BENCHMARKS.md, session 19).",
+        " surer facts: behind the learned check at session 19's threshold 0.7, stored facts that stand alone"
+        " 0.95 → 0.96 on five labeled splits, a sixth fewer facts, ~1 s a source (docs/BENCHMARKS.md, session 19).",
     )
 
 

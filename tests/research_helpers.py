@@ -31,7 +31,7 @@ DOCS = {
 
 # The pages' titles as a reader gives them (a Markdown file's first heading, docs/corpus's): a file name for a
 # title ("wal.md") lowers the learned stands-alone check's probabilities (models/standalone.py), and at its
-# threshold of 0.7 (session 19) it dropped every fact of these pages; research's own readers give headings.
+# threshold of the time (0.7, session 19) it dropped every fact of these pages; research's own readers give headings.
 TITLES = {
     "file:///corpus/wal.md": "SQLite write-ahead logging (WAL)",
     "file:///corpus/fts5.md": "SQLite FTS5 full-text search",
