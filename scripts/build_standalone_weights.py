@@ -223,7 +223,7 @@ def judge(pool: list[dict[str, Any]], splits: list[str], model_name: str, sample
 def write(model: standalone.StandaloneModel, splits: list[str], rows: int, train_on: str) -> None:
     """The shipped file: what it was fitted on, and the model."""
     data = {
-        "about": "scripts/build_standalone_weights.py; docs/BENCHMARKS.md, sessions 14 to 19",
+        "about": "scripts/build_standalone_weights.py; docs/BENCHMARKS.md, sessions 14 to 19 and 37 (the threshold)",
         "trained_on": splits, "rows": rows, "train_on": train_on, "c": C, "features": list(standalone.FEATURE_NAMES),
         **{k: getattr(model, k) for k in ("model_id", "threshold", "bias", "mean", "scale", "weights")},
     }  # fmt: skip
