@@ -87,7 +87,7 @@ import re
 from dataclasses import dataclass
 
 from deepresearch.grounding import block_sentences, looks_like_claim
-from deepresearch.text import SENTENCE_OPENER, STOPWORDS, has_cjk, normalize_space
+from deepresearch.text import SENTENCE_OPENER, STOPWORDS, YEAR, has_cjk, normalize_space
 
 # --- whole sentences ----------------------------------------------------------------------
 
@@ -632,12 +632,13 @@ _TIME_FROM_EVENT = re.compile(
     r"^(?:(?:shortly|soon|not long) )?(?:after(?:wards?)?|thereafter|afterwards?|later|subsequently),",
     re.IGNORECASE,
 )
-_YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})\b|\bc\.\s*[0-9]{3,4}\b|\b[0-9]{3,4}\s*(?:AD|BC|BCE|CE)\b")
+# a year that anchors it: "in 1498", "c. 966", "987 AD"
+_ANCHOR_YEAR = re.compile(rf"{YEAR.pattern}|\bc\.\s*[0-9]{{3,4}}\b|\b[0-9]{{3,4}}\s*(?:AD|BC|BCE|CE)\b")
 
 
 def _time_from_event(sentence: str) -> bool:
     """A time counted from an event told before (`_TIME_FROM_EVENT`) with no year in the sentence to anchor it."""
-    return _TIME_FROM_EVENT.search(sentence) is not None and not _YEAR.search(sentence)
+    return _TIME_FROM_EVENT.search(sentence) is not None and not _ANCHOR_YEAR.search(sentence)
 
 
 # An empty pair of quotes: the name that stood there was lost ("An expansion pack called "" was released …").

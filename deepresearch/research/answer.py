@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from deepresearch.research.evidence import cited_passages, sentence_relevance, support_text
 from deepresearch.research.queries import NOT_NAMES, missing_words, names_in, new_to, query_key, stems, topic_words
 from deepresearch.research.state import Candidate as Candidate  # the typed candidate, kept in the state
-from deepresearch.text import content_words, stem, words
+from deepresearch.text import YEAR, content_words, stem, words
 
 if TYPE_CHECKING:
     from deepresearch.research.state import ResearchState, Source
@@ -53,7 +53,6 @@ _NOT_PERSON = {
 _PLACE_CUE = re.compile(r"\b(in|at|from|near|to|outside|across|of)\s+(?:the\s+)?$", re.I)
 _EARLIER = re.compile(r"\b(first|earlier|older|oldest|before|earliest|sooner)\b", re.I)
 _LATER = re.compile(r"\b(later|last|younger|youngest|newer|more recent|more recently|latest|most recent)\b", re.I)
-_YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
 
 
 def question_type(question: str) -> str:
@@ -229,7 +228,7 @@ def _spans(sentence: str, kind: str) -> list[tuple[str, int]]:
     if kind == "date":
         return [(m.group(0), m.start()) for m in DATE.finditer(sentence)]
     if kind == "number":
-        return [(m.group(0), m.start()) for m in NUMBER.finditer(sentence) if not _YEAR.fullmatch(m.group(0))]
+        return [(m.group(0), m.start()) for m in NUMBER.finditer(sentence) if not YEAR.fullmatch(m.group(0))]
     # A date is not a name ("October 5"), whatever its capital letter.
     dates = [m.group(0) for m in DATE.finditer(sentence)]
     return [
@@ -494,7 +493,7 @@ def _by_year(question: str, texts: list[str]) -> int | None:
     """The option (0 or 1) whose passage's first-stated year is the earlier (or the later) one."""
     years = []
     for text in texts:
-        match = _YEAR.search(text)
+        match = YEAR.search(text)
         years.append(int(match.group(1)) if match else None)
     if years[0] is None or years[1] is None or years[0] == years[1]:
         return None
@@ -528,7 +527,7 @@ def _life_span(text: str) -> tuple[int, str] | None:
     born, died = _as_date(match.group(1)), _as_date(match.group(2))
     if born is not None and died is not None:
         return ((died - born).days, "days") if died > born else None
-    first, last = (int(_YEAR.findall(match.group(i))[-1]) for i in (1, 2))
+    first, last = (int(YEAR.findall(match.group(i))[-1]) for i in (1, 2))
     return (last - first, "years") if last > first else None
 
 
@@ -582,7 +581,7 @@ def _count_of(thing: str, text: str) -> float | None:
         if number in _COUNT_WORDS:
             return float(_COUNT_WORDS[number])
         value, *scale = number.replace(",", "").split()
-        if scale or "," in number or not _YEAR.fullmatch(value):  # "the 2010 census population": a date, no count
+        if scale or "," in number or not YEAR.fullmatch(value):  # "the 2010 census population": a date, no count
             return float(value) * (_SCALE[scale[0]] if scale else 1)
     return None
 
