@@ -27,7 +27,10 @@ third round: SciFact and MuSiQue only, as HotpotQA's 100 questions are all taken
 `--bash-doc`) and a blind19 part (its fourth round: the same kinds, with zsh's manual, `--zsh-doc`) and a blind20
 part (labeled at its end for the next session's read: the same kinds, with Postfix's documentation, `--postfix-doc`)
 and a blind21 part (session 37: the same kinds, with Graphviz's documentation, `--graphviz-doc`) and a blind22 part
-(its second round: the same kinds, with gnuplot's manual, `--gnuplot-doc`):
+(its second round: the same kinds, with gnuplot's manual, `--gnuplot-doc`) and a blind23 part (session 38: SciFact,
+HotpotQA's distractor paragraphs — those of a question that support no answer, never taken as sources before — and BIND
+9's Administrator Reference Manual, `--bind9-doc`) and a blind24 part (its second round: SciFact, MuSiQue's last two
+questions' supporting paragraphs and distractor paragraphs, and chunks of "An Introduction to R", `--r-intro`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -111,7 +114,7 @@ SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
     "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
-    "blind20": 3, "blind21": 3, "blind22": 3,
+    "blind20": 3, "blind21": 3, "blind22": 3, "blind23": 3, "blind24": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -123,7 +126,13 @@ MUSIQUE_QUESTIONS = {
     "blind20": range(74, 82),
     "blind21": range(82, 90),
     "blind22": range(90, 98),
+    "blind24": range(98, 100),  # the last two
 }  # fmt: skip
+# Session 38: every question's supporting paragraphs are taken (HotpotQA's 100, MuSiQue's 10–99), so fresh Wikipedia
+# text comes from the distractor paragraphs, which support no answer and were never sources: the first two in the
+# question's order whose article no earlier source took.
+HOTPOT_DISTRACTORS = {"blind23": range(0, 8)}
+MUSIQUE_DISTRACTORS = {"blind24": range(10, 16)}
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
 NODE_PAGES = {
@@ -165,6 +174,10 @@ SCIFACT_START = {
     "blind21": 0.46875,
     # blind22: half-way between blind9's start (9/16) and blind4's (5/8)
     "blind22": 0.59375,
+    # blind23: half-way between blind4's start (5/8) and blind10's (11/16)
+    "blind23": 0.65625,
+    # blind24: half-way between blind10's start (11/16) and fresh's (3/4)
+    "blind24": 0.71875,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -404,10 +417,23 @@ GNUPLOT_PAGES = {
         "node603.html", "node621.html", "node64.html", "node72.html", "node90.html",
     ]
 }  # fmt: skip
+# session 38's blind23: BIND 9.18's Administrator Reference Manual (Sphinx HTML, a DNS server's manual: Debian's
+# bind9-doc in /usr/share/doc/bind9-doc/arm, `--bind9-doc`): each of its 14 prose pages (not the indexes, the search
+# page nor the release notes), one chunk a third into each.
+BIND9_PAGES = {
+    "blind23": [
+        *(f"chapter{i}.html" for i in (1, 2, 3, 4, 5, 6, 7, 9, 10)),
+        "dnssec-guide.html", "general.html", "history.html", "manpages.html", "reference.html",
+    ]
+}  # fmt: skip
+# its second round, blind24: "An Introduction to R" (R 4.2's manual, Texinfo HTML on one page: Debian's r-doc-html in
+# /usr/share/R/doc/manual/R-intro.html, `--r-intro`), NINJA_CHUNKS chunks spread evenly through it as for the Ninja
+# manual, fixed before any extraction output on it was seen.
+R_INTRO_PAGES = {"blind24": ["R-intro.html"]}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18", "blind19", "blind20", "blind21", "blind22",
+    "blind17", "blind18", "blind19", "blind20", "blind21", "blind22", "blind23", "blind24",
 )  # fmt: skip
 
 
@@ -442,6 +468,28 @@ def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list
                         continue
                     sid = f"{name}-{q}-{title[:30].replace(' ', '_')}"
                     out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
+    return out
+
+
+def _distractors(
+    path: Path, questions_by_split: dict[str, Any], name: str, taken: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per chosen question, its first two distractor paragraphs (under no supporting title) whose article no earlier
+    source (`taken`, or a distractor before it) took: fresh text of the same kind as the supporting paragraphs."""
+    items = json.loads(path.read_text(encoding="utf-8"))
+    titles_taken = {s["title"] for s in taken if s["corpus"] in ("hotpotqa", "musique")}
+    out: list[dict[str, Any]] = []
+    for split, questions in questions_by_split.items():
+        for q in questions:
+            supporting = {t for t, _ in items[q]["supporting_facts"]}
+            picked = 0
+            for title, sentences in items[q]["context"]:
+                if picked == 2 or title in supporting or title in titles_taken:
+                    continue
+                titles_taken.add(title)
+                picked += 1
+                sid = f"{name}-{q}-d-{title[:30].replace(' ', '_')}"
+                out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
     return out
 
 
@@ -506,6 +554,7 @@ ONE_CHUNK_SETS = {
     "postfix_doc": (POSTFIX_PAGES, "postfix", "postfix", "folder of Postfix's HTML documentation (blind20's docs)"),
     "graphviz_doc": (GRAPHVIZ_PAGES, "graphviz", "graphviz", "folder of Graphviz's HTML documentation (blind21's)"),
     "gnuplot_doc": (GNUPLOT_PAGES, "gnuplot", "gnuplot", "folder of gnuplot's HTML manual, htmldocs (blind22's)"),
+    "bind9_doc": (BIND9_PAGES, "bind9", "bind9", "folder of BIND 9's HTML reference manual, arm (blind23's)"),
 }
 
 
@@ -514,6 +563,7 @@ ONE_CHUNK_SETS = {
 SPREAD_SETS = {
     "ninja": (NINJA_PAGES, "ninja", "ninja", "the Ninja manual's manual.html or its folder (blind15's docs)"),
     "bash_doc": (BASH_PAGES, "bash", "bash", "Bash's bash.html or its folder (blind18's docs)"),
+    "r_intro": (R_INTRO_PAGES, "rintro", "rintro", "R's R-intro.html or its folder (blind24's docs)"),
 }
 
 
@@ -547,6 +597,8 @@ DOC_URLS = {
     "postfix": "file:///usr/share/doc/postfix/html/",
     "graphviz": "file:///usr/share/doc/graphviz/html/",
     "gnuplot": "file:///usr/share/doc/gnuplot/htmldocs/",
+    "bind9": "file:///usr/share/doc/bind9-doc/arm/",
+    "rintro": "file:///usr/share/R/doc/manual/",
 }
 
 
@@ -648,6 +700,8 @@ def main() -> None:
     if args.scifact and args.hotpotqa and args.sqlite_doc:
         sources = _scifact(args.scifact) + _hotpot(args.hotpotqa) + _sqlite(args.sqlite_doc)
         sources += _musique(args.musique) if args.musique else []
+        sources += _distractors(args.hotpotqa, HOTPOT_DISTRACTORS, "hotpot", sources)
+        sources += _distractors(args.musique, MUSIQUE_DISTRACTORS, "musique", sources) if args.musique else []
         for dest, (pages, corpus, prefix, _) in ONE_CHUNK_SETS.items():
             folder = getattr(args, dest)
             sources += _doc_chunks(folder, pages, corpus, prefix, _a_third_in) if folder else []
