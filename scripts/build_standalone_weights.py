@@ -77,7 +77,9 @@ TITLE_DROPOUT = bool(int(__import__("os").environ.get("TITLE_DROPOUT", "1")))
 # blind20: labeled blind at session 36's end (Postfix's documentation), not read: the next session's fresh split.
 # blind21: labeled blind in session 37 (Graphviz's documentation), a second fresh read of that session's code.
 # blind22: labeled blind in its second round (gnuplot's manual), read once with that round's code.
-EXCLUDED: tuple[str, ...] = ("blind17", "blind18", "blind19", "blind20", "blind21", "blind22")
+# blind23, blind24: labeled blind in session 38 (BIND 9's manual; An Introduction to R), each never trained on before
+# its one read.
+EXCLUDED: tuple[str, ...] = ("blind17", "blind18", "blind19", "blind20", "blind21", "blind22", "blind23", "blind24")
 
 
 def labeled_rows(sources: dict[str, Any], labels: list[dict[str, Any]], which: str = "labeled") -> list[dict[str, Any]]:
