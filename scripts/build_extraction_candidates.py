@@ -30,7 +30,9 @@ and a blind21 part (session 37: the same kinds, with Graphviz's documentation, `
 (its second round: the same kinds, with gnuplot's manual, `--gnuplot-doc`) and a blind23 part (session 38: SciFact,
 HotpotQA's distractor paragraphs — those of a question that support no answer, never taken as sources before — and BIND
 9's Administrator Reference Manual, `--bind9-doc`) and a blind24 part (its second round: SciFact, MuSiQue's last two
-questions' supporting paragraphs and distractor paragraphs, and chunks of "An Introduction to R", `--r-intro`):
+questions' supporting paragraphs and distractor paragraphs, and chunks of "An Introduction to R", `--r-intro`) and a
+blind25 part (its third round: SciFact, HotpotQA's distractor paragraphs, GNU gettext's manual, `--gettext-doc`) and a
+blind26 part (the same with MuSiQue's distractor paragraphs and chunks of HAProxy's starter guide, `--haproxy-intro`):
 - SciFact abstracts, cut into corpus chunks (`chunk_text`, the corpus defaults 180/30 words);
 - HotpotQA supporting paragraphs (whole paragraphs, as a Wikipedia search returns them);
 - SQLite documentation pages (Debian's sqlite3-doc), read and chunked by the corpus code, so
@@ -114,7 +116,7 @@ SCIFACT_DOCS = {
     "dev": 3, "heldout": 3, "fresh": 2, "blind2": 2, "dev2": 2, "blind3": 2, "blind4": 2, "blind5": 2, "blind6": 2,
     "blind7": 2, "blind8": 3, "blind9": 2, "blind10": 3, "blind11": 3,
     "blind12": 3, "blind13": 3, "blind14": 3, "blind15": 3, "blind16": 3, "blind17": 3, "blind18": 3, "blind19": 3,
-    "blind20": 3, "blind21": 3, "blind22": 3, "blind23": 3, "blind24": 3,
+    "blind20": 3, "blind21": 3, "blind22": 3, "blind23": 3, "blind24": 3, "blind25": 3, "blind26": 3,
 }  # fmt: skip
 # session 14's blind5 takes MuSiQue's supporting paragraphs (Wikipedia, another question set) instead of HotpotQA's.
 MUSIQUE_QUESTIONS = {
@@ -131,8 +133,8 @@ MUSIQUE_QUESTIONS = {
 # Session 38: every question's supporting paragraphs are taken (HotpotQA's 100, MuSiQue's 10–99), so fresh Wikipedia
 # text comes from the distractor paragraphs, which support no answer and were never sources: the first two in the
 # question's order whose article no earlier source took.
-HOTPOT_DISTRACTORS = {"blind23": range(0, 8)}
-MUSIQUE_DISTRACTORS = {"blind24": range(10, 16)}
+HOTPOT_DISTRACTORS = {"blind23": range(0, 8), "blind25": range(8, 16)}
+MUSIQUE_DISTRACTORS = {"blind24": range(10, 16), "blind26": range(16, 24)}
 # session 15's blind6 takes its documentation from another set than SQLite's: Node.js's API pages (Debian's
 # nodejs-doc, `--node-doc`), one chunk a third of the way into each page.
 NODE_PAGES = {
@@ -178,6 +180,10 @@ SCIFACT_START = {
     "blind23": 0.65625,
     # blind24: half-way between blind10's start (11/16) and fresh's (3/4)
     "blind24": 0.71875,
+    # blind25: half-way between fresh's start (3/4) and blind7's (13/16)
+    "blind25": 0.78125,
+    # blind26: half-way between blind7's start (13/16) and blind5's (7/8)
+    "blind26": 0.84375,
 }
 # session 16's blind7 takes its documentation from a third set: the Rust book (mdBook HTML, as rustup installs it,
 # `--rust-book`), one chunk a third of the way into each chapter.
@@ -430,10 +436,16 @@ BIND9_PAGES = {
 # /usr/share/R/doc/manual/R-intro.html, `--r-intro`), NINJA_CHUNKS chunks spread evenly through it as for the Ninja
 # manual, fixed before any extraction output on it was seen.
 R_INTRO_PAGES = {"blind24": ["R-intro.html"]}
+# its third round, blind25: GNU gettext 0.21's manual (Texinfo HTML, one chapter a page: Debian's gettext-doc in
+# /usr/share/doc/gettext, `--gettext-doc`): every second of its 30 chapters from the first, one chunk a third into each.
+GETTEXT_PAGES = {"blind25": [f"gettext_{i}.html" for i in range(1, 31, 2)]}
+# and blind26: HAProxy 2.6's starter guide (intro.html, one long page: Debian's haproxy-doc in
+# /usr/share/doc/haproxy/html, `--haproxy-intro`), NINJA_CHUNKS chunks spread evenly through it.
+HAPROXY_PAGES = {"blind26": ["intro.html"]}
 # Splits added after the file was first written, in order: their sources go last, so the older lines stay as they are.
 LATER_SPLITS = (
     "blind7", "blind8", "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-    "blind17", "blind18", "blind19", "blind20", "blind21", "blind22", "blind23", "blind24",
+    "blind17", "blind18", "blind19", "blind20", "blind21", "blind22", "blind23", "blind24", "blind25", "blind26",
 )  # fmt: skip
 
 
@@ -555,6 +567,7 @@ ONE_CHUNK_SETS = {
     "graphviz_doc": (GRAPHVIZ_PAGES, "graphviz", "graphviz", "folder of Graphviz's HTML documentation (blind21's)"),
     "gnuplot_doc": (GNUPLOT_PAGES, "gnuplot", "gnuplot", "folder of gnuplot's HTML manual, htmldocs (blind22's)"),
     "bind9_doc": (BIND9_PAGES, "bind9", "bind9", "folder of BIND 9's HTML reference manual, arm (blind23's)"),
+    "gettext_doc": (GETTEXT_PAGES, "gettext", "gettext", "folder of GNU gettext's HTML manual (blind25's)"),
 }
 
 
@@ -564,6 +577,7 @@ SPREAD_SETS = {
     "ninja": (NINJA_PAGES, "ninja", "ninja", "the Ninja manual's manual.html or its folder (blind15's docs)"),
     "bash_doc": (BASH_PAGES, "bash", "bash", "Bash's bash.html or its folder (blind18's docs)"),
     "r_intro": (R_INTRO_PAGES, "rintro", "rintro", "R's R-intro.html or its folder (blind24's docs)"),
+    "haproxy_intro": (HAPROXY_PAGES, "haproxy", "haproxy", "HAProxy's intro.html or its folder (blind26's docs)"),
 }
 
 
@@ -599,6 +613,8 @@ DOC_URLS = {
     "gnuplot": "file:///usr/share/doc/gnuplot/htmldocs/",
     "bind9": "file:///usr/share/doc/bind9-doc/arm/",
     "rintro": "file:///usr/share/R/doc/manual/",
+    "gettext": "file:///usr/share/doc/gettext/",
+    "haproxy": "file:///usr/share/doc/haproxy/html/",
 }
 
 
