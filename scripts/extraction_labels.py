@@ -48,10 +48,12 @@ FLAGS = ("standalone", "claim", "complete")
 # blind22: its second round, the same kinds (SciFact, MuSiQue, gnuplot's manual).
 # blind23: session 38 (SciFact, HotpotQA's distractor paragraphs, BIND 9's reference manual), labeled blind.
 # blind24: its second split (SciFact, MuSiQue's last questions and distractor paragraphs, An Introduction to R).
+# blind25, blind26: its third and fourth (HotpotQA's and MuSiQue's distractor paragraphs; GNU gettext's manual and
+# HAProxy's starter guide), for a second read.
 SPLITS = (
     "dev", "dev2", "heldout", "fresh", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8", "blind9",
     "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16", "blind17", "blind18", "blind19",
-    "blind20", "blind21", "blind22", "blind23", "blind24",
+    "blind20", "blind21", "blind22", "blind23", "blind24", "blind25", "blind26",
 )  # fmt: skip
 
 
