@@ -65,9 +65,10 @@ from extraction_labels import DATA, FLAGS, SPLITS, kind, load_jsonl, match  # no
 # training, blind9 not; f896297 is main at the start of session 19: blind9 in training, blind10 not, threshold 0.5;
 # ed32d30 is main at the start of session 20: blind10 in training, blind11 not, threshold 0.7; 0ed344c is main at
 # the start of session 21: blind11 in training, blind12 not; ba51cea is main at the start of session 23: blind12 in
-# training, blind13 and blind14 not; d00b811 is main at the start of session 36: blind13 … blind15 still not),
+# training, blind13 and blind14 not; d00b811 is main at the start of session 36: blind13 … blind15 still not; 01988ea
+# at the start of session 37; 1759be6 at the start of session 38: threshold 0.8, blind17 … blind22 not in training),
 # run from this commit's package in a subprocess, so the new code is compared with it in the same run.
-MAIN_COMMIT = "01988ea"
+MAIN_COMMIT = "1759be6"
 EXTRACTORS = ("baseline", "main", "new")
 
 

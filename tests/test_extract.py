@@ -670,7 +670,7 @@ def test_the_shipped_fit_is_what_fitting_the_shipped_examples_gives(real_embedde
     assert np.allclose(weights, shipped[0], atol=1e-5) and np.allclose(bias, shipped[1], atol=1e-5)
 
 
-def test_the_shipped_category_examples_are_the_labeled_claims_but_blind17():
+def test_the_shipped_category_examples_are_the_labeled_claims_but_the_fresh_splits():
     labels = [json.loads(line) for line in (DATA / "extraction_labels.jsonl").read_text().splitlines()]
     titles = {
         s["id"]: s["title"] for s in map(json.loads, (DATA / "extraction_sources.jsonl").read_text().splitlines())
@@ -678,16 +678,16 @@ def test_the_shipped_category_examples_are_the_labeled_claims_but_blind17():
     trained = [
         (r["category"], r["fact"], titles[r["source"]])
         for r in labels
-        if r["split"] not in {f"blind{i}" for i in range(17, 27)} and r["claim"] and r["category"]
+        if r["split"] not in {f"blind{i}" for i in range(23, 27)} and r["claim"] and r["category"]
     ]
     examples = shipped_examples()
-    assert examples == trained  # blind13 … 16 joined after blind16's read; blind17 … 26 held out (sessions 36–38)
+    assert examples == trained  # blind13 … 16 joined after blind16's read, blind17 … 22 in session 38; 23 … 26 held out
     blind16 = {r["fact"] for r in labels if r["split"] == "blind16" and r["claim"] and r["category"]}
     assert blind16 and blind16 <= {fact for _, fact, _ in examples}
     assert len(examples) >= 700 and all(title for *_, title in examples)
     texts, classes, _ = training_set()
     weight = prototype_weight(2 * len(examples))
-    assert weight == 9  # the prototypes keep their share of the rows (PROTOTYPE_SHARE; 6 before session 36)
+    assert weight == 12  # the prototypes keep their share (PROTOTYPE_SHARE; 6 before session 36, 9 before 38)
     assert len(texts) == len(classes) == 2 * len(examples) + weight * sum(map(len, PROTOTYPES.values()))
 
 
@@ -846,7 +846,11 @@ def test_a_claim_bound_to_a_release_is_product_info_whatever_the_embedding_says(
         "The STRICT keyword is only recognized by SQLite version 3.37.0 (2021-11-27) and later.",
         "The CommonJS module require currently only supports loading synchronous ES modules.",
         "Passing an invalid callback now throws ERR_INVALID_ARG_TYPE instead of ERR_INVALID_CALLBACK.",
+        # what a release adds or removes (session 38)
+        "Version 2.4 of the editor adds a spell checker and a portable mode.",
+        "SQLite 3.35.0 added support for the RETURNING clause.",
         "WAL mode permits simultaneous readers and writers.",
         "The 2.6 units/year decline in VFQ-25 scores came with each 1 dB/year of field loss.",
+        "The band added a second guitarist in 1990.",
     ]
-    assert Fixed().categorize(texts) == ["product_info"] * 4 + ["technology"] * 2
+    assert Fixed().categorize(texts) == ["product_info"] * 6 + ["technology"] * 3

@@ -57,12 +57,13 @@ def test_logistic_fit_separates_what_it_can():
     assert weights[0] > weights[1] > abs(weights[2])
 
 
-def test_shipped_weights_are_for_the_default_model_and_every_labeled_split_but_blind17_to_22(real_embedder):
+def test_shipped_weights_are_for_the_default_model_and_every_labeled_split_but_the_fresh_ones(real_embedder):
     data = json.loads(standalone.WEIGHTS_FILE.read_text(encoding="utf-8"))
     assert data["features"] == list(FEATURE_NAMES)
-    # the blind splits, each joined once read: blind13 … blind16 after blind16's read (session 36)
-    assert {f"blind{i}" for i in range(2, 17)} <= set(data["trained_on"])
-    assert not {f"blind{i}" for i in range(17, 23)} & set(data["trained_on"])  # sessions 36–37's fresh splits
+    # the blind splits, each joined once read: blind13 … blind16 after blind16's read (session 36), blind17 … blind22
+    # in session 38
+    assert {f"blind{i}" for i in range(2, 23)} <= set(data["trained_on"])
+    assert not {f"blind{i}" for i in range(23, 27)} & set(data["trained_on"])  # session 38's fresh splits
     assert data["model_id"] == real_embedder.model_id
     assert len(data["weights"]) == real_embedder.dimension + len(FEATURE_NAMES)
     assert data["threshold"] == 0.8  # session 37's, chosen on blind17 … blind19 (build_standalone_weights.THRESHOLD)
@@ -109,12 +110,14 @@ def test_extraction_applies_the_check_after_the_rules(real_embedder, with_check)
     assert (lab_steps == []) if with_check else (len(lab_steps) == 2), stored
 
 
-def test_grammar_keeps_definitions_of_a_named_subject_and_indefinite_subjects():
+def test_grammar_keeps_definitions_of_a_named_subject_only():
     assert grammar_stands_alone("FTS5 is the full-text search extension built into SQLite.")
     assert grammar_stands_alone(
         "Akinoshū Kenji (born 17 January 1969 as Kenji Imada) is a former sumo wrestler from Hiroshima, Japan."
     )
-    assert grammar_stands_alone("A checkpoint copies pages from the WAL back into the main database file.")
+    # an indefinite subject is the check's to judge since session 38: half of those it dropped lean on their page
+    assert not grammar_stands_alone("A checkpoint copies pages from the WAL back into the main database file.")
+    assert not grammar_stands_alone("A value of 0 is equivalent to inputscale=72.")
     assert not grammar_stands_alone("Signmark won his qualifying round on January 23, 2009 with Speakerbox.")
     assert not grammar_stands_alone("The markka was replaced by the euro.")
     assert not grammar_stands_alone("Early passage cells exhibited a cobblestone morphology.")
@@ -129,7 +132,8 @@ def test_the_check_keeps_a_definition_under_a_file_name_title(real_embedder):
     )
     sentences = ["FTS5 is the full-text search extension built into SQLite.",
                  "A checkpoint copies pages from the WAL back into the main database file."]  # fmt: skip
-    assert check.keep(sentences, text, "notes.md") == sentences
+    # the definition by grammar; the indefinite subject is the check's to judge (session 38), and it is unsure
+    assert check.keep(sentences, text, "notes.md") == sentences[:1]
 
 
 def test_categories_reuse_the_vectors_the_check_computed(real_embedder):

@@ -75,7 +75,7 @@ def test_yes_keeps_no_drops_and_an_unusable_answer_leaves_the_checks_decision():
         "She moved to Paris in 1891.",  # no → dropped
         "Marie Curie won two Nobel Prizes.",  # unusable twice (complete_json retries once) → the check's keep
         "She was born in Warsaw.",  # the learned check drops it: the model is not asked
-        "A radioisotope is an unstable form of an element.",  # grammar's exemption: not asked
+        "Polonium is a chemical element with the symbol Po.",  # a definition, grammar's exemption: not asked
     ]
     kept = list(confirmed.keep(sentences, " ".join(sentences), "Marie Curie"))
     assert kept == [sentences[0], sentences[2], sentences[4]]

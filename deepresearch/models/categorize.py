@@ -222,9 +222,15 @@ _PROTOTYPE_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weak
 
 
 # A claim bound to a release — "Beginning with SQLite version 3.23.0 …", "… only recognized by version 3.37.0 and
-# later", "… currently only supports …", "… now throws …" — changes with the next release: product_info, whatever the
-# embedding says (the classifier filed such claims under technology; all 5 labeled ones are product_info).
+# later", "… currently only supports …", "… now throws …", "Version 2.4 of the editor adds …", "SQLite 3.35 added …"
+# — changes with the next release: product_info, whatever the embedding says (the classifier filed such claims under
+# technology; all 5 labeled ones are product_info). The last form, what a release adds or removes (session 38: with
+# blind17 … blind22's documentation claims among the examples, "Version 2.4 of the editor adds a spell checker" came
+# out technology), matches 1 labeled claim (product_info) and 1 of 16,649 unlabeled sentences ("Version 2.8 introduces
+# two powerful new features …").
 RELEASE_CUE = re.compile(
+    r"\b(?:(?:version|release|v)\s?\d[\w.]*(?: of (?:the )?[\w.\- ]{1,30}?)?|[A-Z][\w+\-]* v?\d+(?:\.\d+)+) "
+    r"(?:adds|added|introduces|introduced|removes|removed|drops|dropped|deprecates|deprecated)\b|"
     r"\b(?:(?:beginning|starting) with|as of|since|in|from) (?:[\w.\-]+ )?(?:version|release|v)\s?\d|"
     r"\bversions? \d[\w.]*(?: \([^()]*\))? (?:and|or) (?:later|newer|above|higher|greater)\b|"
     r"\bcurrently (?:only )?supports?\b|\bnow (?:throws|returns|emits|accepts|supports|requires)\b",
