@@ -13,7 +13,8 @@ from tests.fakes import FakeChatModel
 DOCS = {
     "file:///corpus/wal.md": (
         "SQLite WAL mode lets readers continue while a writer appends to the write-ahead log. "
-        "A checkpoint copies pages from the WAL back into the main database file. "
+        # named: since session 38 grammar does not keep "A checkpoint copies pages …" whatever the check says (0.16)
+        "SQLite WAL checkpoints copy pages from the write-ahead log into the main database file. "
         "WAL mode needs shared memory, so all processes must be on the same host."
     ),
     "file:///corpus/fts5.md": (
