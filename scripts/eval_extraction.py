@@ -489,6 +489,26 @@ def labeled_main(args: argparse.Namespace) -> None:
             print(f"\nnot in the labeled set ({row['name']}, {row['split']}):", *row["unmatched"], sep="\n  ")
     if args.json:
         args.json.write_text(json.dumps({"extraction": rows, "categorizers": cats}, indent=2, default=str))
+    if args.stored:
+        write_stored(args.stored, runs, sources, labels)
+
+
+def write_stored(path: Path, runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> None:
+    """Every stored fact, a JSON line each: extraction, split, source, corpus, the fact, its category and its labels
+    (null when the labeled set does not hold it) — what a review of the misses or a second labeler starts from."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for label in labels:
+        by_source.setdefault(label["source"], []).append(label)
+    lines = []
+    for name, run in runs.items():
+        for source in sources:
+            for fact in run[source["id"]]["facts"]:
+                found = match(fact.fact, by_source.get(source["id"], []))
+                labeled = {k: found[k] for k in (*FLAGS, "category")} if found else None
+                row = {"extraction": name, "split": source["split"], "source": source["id"], "corpus": source["corpus"]}
+                lines.append({**row, "fact": fact.fact, "category": fact.category, "labels": labeled})
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    print(f"{len(lines)} stored facts written to {path}")
 
 
 def main() -> None:
@@ -498,6 +518,7 @@ def main() -> None:
     parser.add_argument("--labels", type=Path, default=DATA / "extraction_labels.jsonl")
     parser.add_argument("--max-facts", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--stored", type=Path, help="also write every stored fact with its labels, as JSONL")
     parser.add_argument(
         "--judge", action="store_true", help="also a `new+check` row: `new` with the chat model's stands-alone check"
     )
