@@ -33,9 +33,9 @@ _ABBREVIATIONS = (
 _ENDS_WITH_ABBREVIATION = re.compile(
     r"(?:^|[\s(\[\"'])(?:" + "|".join(re.escape(a) for a in _ABBREVIATIONS) + r")$", re.IGNORECASE
 )
-# Words a sentence commonly opens with (claims.py uses them too).
 # A year of the common era in digits, 1000–2099 ("in 1998", "the 2010 census"); the group is the year.
 YEAR = re.compile(r"\b(1[0-9]\d{2}|20\d{2})\b")
+# Words a sentence commonly opens with (claims.py uses them too).
 SENTENCE_OPENER = re.compile(
     r"^(?:The|A|An|In|If|When|This|These|That|Those|It|For|Each|Every|All|Some|Most|Many|No|There|As|On|At|By|"
     r"To|With|Without|After|Before|Since|Because|Although|While|Once|Unless|Until|Only|One|Two|However|But|And|"

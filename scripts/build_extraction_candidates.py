@@ -478,9 +478,15 @@ def _multihop(path: Path, questions_by_split: dict[str, Any], name: str) -> list
                     titles.discard(title)
                     if any(s["title"] == title and s["text"] == "".join(sentences) for s in out):
                         continue
-                    sid = f"{name}-{q}-{title[:30].replace(' ', '_')}"
-                    out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
+                    out.append(_paragraph(name, q, "", split, title, sentences))
     return out
+
+
+def _paragraph(name: str, q: int, tag: str, split: str, title: str, sentences: list[str]) -> dict[str, Any]:
+    """A Wikipedia paragraph of question `q` of the `name` file ("hotpot", "musique") as a source; `tag` marks a
+    distractor's id ("d-")."""
+    sid = f"{name}-{q}-{tag}{title[:30].replace(' ', '_')}"
+    return _source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences))
 
 
 def _distractors(
@@ -500,8 +506,7 @@ def _distractors(
                     continue
                 titles_taken.add(title)
                 picked += 1
-                sid = f"{name}-{q}-d-{title[:30].replace(' ', '_')}"
-                out.append(_source(sid, "hotpotqa" if name == "hotpot" else name, split, title, "".join(sentences)))
+                out.append(_paragraph(name, q, "d-", split, title, sentences))
     return out
 
 

@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extraction_labels import FLAGS, SPLITS, category_examples, load_jsonl, match  # noqa: E402
+from extraction_labels import FLAGS, SPLITS, category_examples, labels_by_source, load_jsonl, match  # noqa: E402
 
 from deepresearch.models import standalone  # noqa: E402
 
@@ -105,9 +105,7 @@ def pool_rows(sources: dict[str, Any], labels: list[dict[str, Any]]) -> list[dic
     """The candidates the rules pass (the fallback's, before its limit), with their labels."""
     from deepresearch.models.extract import fallback_facts
 
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for label in labels:
-        by_source.setdefault(label["source"], []).append(label)
+    by_source = labels_by_source(labels)
     rows = []
     for sid, source in sources.items():
         for text in fallback_facts(source["text"], source["topic"], limit=100, title=source["title"]):

@@ -57,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extraction_labels import DATA, FLAGS, SPLITS, kind, load_jsonl, match  # noqa: E402
+from extraction_labels import DATA, FLAGS, SPLITS, kind, labels_by_source, load_jsonl, match  # noqa: E402
 
 # "main": the extraction as merged at the end of session 16 (blind6 in training, rule I, the release cue; session
 # 16's figures used 7bb4e97; d81bb01 was main at the start of session 17, edc8c02 at its second round on issue 25:
@@ -215,9 +215,7 @@ def run_extractor(
 
 def figures(runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """The shares, accuracy, coverage and rates over `sources`."""
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for label in labels:
-        by_source.setdefault(label["source"], []).append(label)
+    by_source = labels_by_source(labels)
     stored = matched = cat_total = cat_right = 0
     flags = dict.fromkeys(FLAGS, 0)
     all_three = 0
@@ -496,9 +494,7 @@ def labeled_main(args: argparse.Namespace) -> None:
 def write_stored(path: Path, runs: dict[str, Any], sources: list[dict[str, Any]], labels: list[dict[str, Any]]) -> None:
     """Every stored fact, a JSON line each: extraction, split, source, corpus, the fact, its category and its labels
     (null when the labeled set does not hold it) — what a review of the misses or a second labeler starts from."""
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for label in labels:
-        by_source.setdefault(label["source"], []).append(label)
+    by_source = labels_by_source(labels)
     lines = []
     for name, run in runs.items():
         for source in sources:

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extraction_labels import DATA, FLAGS, load_jsonl, match  # noqa: E402
+from extraction_labels import DATA, FLAGS, labels_by_source, load_jsonl, match  # noqa: E402
 
 from deepresearch.prompts import STANDALONE_CHECK, STANDALONE_EXAMPLES, STANDALONE_SCHEMA, Prompt  # noqa: E402
 
@@ -56,9 +56,7 @@ def pool(sources: list[dict[str, Any]], labels: list[dict[str, Any]], categorize
     from deepresearch.models.extract import fallback_facts
     from deepresearch.models.standalone import grammar_stands_alone
 
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for label in labels:
-        by_source.setdefault(label["source"], []).append(label)
+    by_source = labels_by_source(labels)
     rows = []
     for source in sources:
         texts = fallback_facts(source["text"], source["topic"], limit=100, title=source["title"])

@@ -66,6 +66,14 @@ def kind(source: dict[str, Any]) -> str:
     return "prose" if source["corpus"] in PROSE_CORPORA else "docs"
 
 
+def labels_by_source(labels: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The labeled candidates grouped by their source's id, in order (what `match` looks a fact up in)."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for label in labels:
+        by_source.setdefault(label["source"], []).append(label)
+    return by_source
+
+
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
